@@ -1,0 +1,3 @@
+"""drill: interview practice for transformer internals."""
+
+__version__ = "0.1.0"

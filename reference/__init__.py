@@ -1,0 +1,1 @@
+"""The reference model: ground truth for the grader (fused kernels + math path)."""
