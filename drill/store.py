@@ -44,7 +44,7 @@ MIGRATIONS: list[str] = [
         rating      INTEGER NOT NULL CHECK (rating BETWEEN 1 AND 4),
         answer      TEXT,
         duration_ms INTEGER,
-        card_json   TEXT,                   -- card state after this review; NULL when cramming
+        card_json   TEXT,                   -- card state after this review, NULL when cramming
         topic       TEXT,
         source      TEXT NOT NULL DEFAULT 'quiz'   -- quiz | cram | mock
     );
@@ -316,14 +316,11 @@ class Store:
 
 
 def _split_sql(script: str) -> list[str]:
-    """Split a migration into statements (they contain no ';' inside strings)."""
-    statements = []
-    for chunk in script.split(";"):
-        lines = [line.split("--", 1)[0] for line in chunk.splitlines()]
-        text = "\n".join(lines).strip()
-        if text:
-            statements.append(text)
-    return statements
+    """Split a migration into statements, so they run inside our own transaction
+    (executescript would commit first). Comments are dropped before splitting;
+    migrations must not put ';' inside string literals."""
+    code = "\n".join(line.split("--", 1)[0] for line in script.splitlines())
+    return [stmt.strip() for stmt in code.split(";") if stmt.strip()]
 
 
 def open_store(path: Path | str | None = None) -> Store:
