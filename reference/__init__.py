@@ -1,1 +1,38 @@
-"""The reference model: ground truth for the grader (fused kernels + math path)."""
+"""The reference model: ground truth for the grader (fused kernels + math path).
+
+Pure functions on tensors (so the grader can feed a learner's own weights) and
+modules built on them. Every function takes `impl=None|"fused"|"math"`; see
+`backend`. Invalid configurations raise ValueError naming the bad value.
+"""
+
+from .attention import causal_mask, grouped_query_attention, multi_head_attention, sdpa
+from .backend import get_impl, set_impl, use_impl
+from .kv_cache import KVCache
+from .mlp import SwiGLU, ffn_hidden_dim, swiglu
+from .model import Attention, Decoder, LlamaConfig, PastKVAttention, copy_weights
+from .norm import RMSNorm, rms_norm
+from .rope import apply_rope, half_to_interleaved_perm, rope_angles
+
+__all__ = [
+    "Attention",
+    "Decoder",
+    "KVCache",
+    "LlamaConfig",
+    "PastKVAttention",
+    "RMSNorm",
+    "SwiGLU",
+    "apply_rope",
+    "causal_mask",
+    "copy_weights",
+    "ffn_hidden_dim",
+    "get_impl",
+    "grouped_query_attention",
+    "half_to_interleaved_perm",
+    "multi_head_attention",
+    "rms_norm",
+    "rope_angles",
+    "sdpa",
+    "set_impl",
+    "swiglu",
+    "use_impl",
+]

@@ -1,0 +1,61 @@
+"""Feature probes for the torch versions we support (>= 2.4) and optional kernels.
+
+Kept in one place so the rest of the package reads as if every feature existed,
+and so a version bump means editing one file.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+
+@functools.lru_cache(maxsize=None)
+def sdpa_has_enable_gqa() -> bool:
+    """`F.scaled_dot_product_attention(..., enable_gqa=True)` arrived in torch 2.5."""
+    try:
+        q = torch.zeros(1, 2, 1, 4)
+        kv = torch.zeros(1, 1, 1, 4)
+        F.scaled_dot_product_attention(q, kv, kv, enable_gqa=True)
+    except (TypeError, RuntimeError):
+        return False
+    return True
+
+
+def has_fused_rms_norm() -> bool:
+    """`F.rms_norm` exists from torch 2.4; probe anyway in case of a trimmed build."""
+    return hasattr(F, "rms_norm")
+
+
+@functools.lru_cache(maxsize=None)
+def liger_ops() -> dict[str, Any]:
+    """liger-kernel's Triton autograd functions, or {} when not installed.
+
+    Imported lazily (and only ever used on CUDA tensors) because importing
+    Triton is slow and fails on CPU-only machines; the reference must work
+    without it.
+    """
+    ops: dict[str, Any] = {}
+    try:
+        from liger_kernel.ops.rms_norm import LigerRMSNormFunction  # type: ignore[import-not-found]
+
+        ops["rms_norm"] = LigerRMSNormFunction
+    except Exception:  # noqa: BLE001 - any import failure just means "not available"
+        pass
+    try:
+        from liger_kernel.ops.swiglu import LigerSiLUMulFunction  # type: ignore[import-not-found]
+
+        ops["silu_mul"] = LigerSiLUMulFunction
+    except Exception:  # noqa: BLE001
+        pass
+    return ops
+
+
+def use_liger(x: torch.Tensor, op: str) -> Any | None:
+    """The liger autograd function for `op` if `x` is on CUDA and liger is installed."""
+    if not x.is_cuda:
+        return None
+    return liger_ops().get(op)

@@ -1,0 +1,68 @@
+"""RMSNorm: x / sqrt(mean(x^2) + eps) * weight, over the last dim.
+
+Unlike LayerNorm there is no mean subtraction and no bias: Llama keeps only the
+rescaling, which is cheaper and trains as well. The sum of squares is
+accumulated in fp32 because in fp16 it overflows past 65504 (a 4096-wide
+activation of magnitude ~4 already gets there) and in bf16 it loses the small
+terms. `eps` is explicit everywhere: models disagree (1e-5 vs 1e-6), and a
+wrong eps is a real, silent bug.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from . import _compat
+from .backend import resolve
+
+
+def _check_eps(eps: float) -> None:
+    if not eps > 0:
+        raise ValueError(f"RMSNorm eps must be > 0, got eps={eps}")
+
+
+def rms_norm(x: Tensor, weight: Tensor, eps: float, impl: str | None = None) -> Tensor:
+    """RMS-normalise x over its last dim and scale by `weight` (dim,); returns x.dtype.
+
+    "math" does everything in fp32 and rounds once. "fused" uses liger-kernel
+    on CUDA when installed, else `F.rms_norm` (which also upcasts internally);
+    both may round the normalised value to x.dtype before the weight multiply,
+    as Hugging Face does, so in half precision they differ from "math" by an ulp.
+    """
+    _check_eps(eps)
+    if weight.shape != x.shape[-1:]:
+        raise ValueError(f"RMSNorm weight shape {tuple(weight.shape)} does not match last dim {x.shape[-1]}")
+    if resolve(impl) == "math":
+        xf = x.float()
+        inv_rms = torch.rsqrt(xf.pow(2).mean(dim=-1, keepdim=True) + eps)
+        return (xf * inv_rms * weight.float()).to(x.dtype)
+    liger = _compat.use_liger(x, "rms_norm")
+    w = weight.to(x.dtype)
+    if liger is not None:
+        shape = x.shape
+        out = liger.apply(x.reshape(-1, shape[-1]), w, eps, 0.0, "llama")
+        return out.reshape(shape)
+    if _compat.has_fused_rms_norm():
+        return F.rms_norm(x, (x.shape[-1],), w, eps).to(x.dtype)
+    return rms_norm(x, weight, eps, impl="math")
+
+
+class RMSNorm(nn.Module):
+    """RMSNorm module with a learnable `weight` (initialised to ones), HF-compatible name."""
+
+    def __init__(self, dim: int, eps: float = 1e-6, impl: str | None = None) -> None:
+        super().__init__()
+        if dim <= 0:
+            raise ValueError(f"RMSNorm dim must be positive, got dim={dim}")
+        _check_eps(eps)
+        self.eps = eps
+        self.impl = impl
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return rms_norm(x, self.weight, self.eps, impl=self.impl)
+
+    def extra_repr(self) -> str:
+        return f"{self.weight.shape[0]}, eps={self.eps}"
