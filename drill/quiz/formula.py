@@ -1,0 +1,222 @@
+"""A tiny arithmetic language for question formulas, evaluated by walking an AST.
+
+Why not `eval`: formulas come from YAML files anyone can edit or download, so
+they are data, not code. We parse with `ast` (which never executes anything),
+accept only a whitelist of node types and functions, and evaluate the tree
+ourselves. Exponents are size-checked before they run, so `9**9**9` is an
+error message instead of a hung process.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import operator
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+MAX_FORMULA_CHARS = 500
+# Results above ~2^4096 bits are never meaningful for these questions and
+# would make big-int arithmetic slow; refuse any power that would exceed it.
+MAX_RESULT_BITS = 4096
+
+Number = int | float | bool
+
+
+class FormulaError(ValueError):
+    """A formula that cannot be parsed, is not allowed, or fails to evaluate."""
+
+
+def _log(x: float, base: float | None = None) -> float:
+    return math.log(x) if base is None else math.log(x, base)
+
+
+FUNCTIONS: dict[str, Callable[..., Number]] = {
+    "ceil": math.ceil,
+    "floor": math.floor,
+    "round": round,
+    "min": min,
+    "max": max,
+    "abs": abs,
+    "sqrt": math.sqrt,
+    "log": _log,
+    "log2": math.log2,
+    "log10": math.log10,
+    "exp": math.exp,
+    "int": int,
+}
+
+_BINARY: dict[type[ast.operator], Callable[[Number, Number], Number]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
+
+_COMPARE: dict[type[ast.cmpop], Callable[[Number, Number], bool]] = {
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+}
+
+_ALLOWED_TEXT = "numbers, names, + - * / // % **, comparisons, and/or/not, parentheses and " + ", ".join(
+    sorted(FUNCTIONS)
+)
+
+
+@dataclass(frozen=True)
+class Formula:
+    """A parsed, whitelisted formula; `names` are the variables it reads."""
+
+    text: str
+    tree: ast.Expression = field(repr=False, compare=False)
+    names: frozenset[str] = frozenset()
+
+    def evaluate(self, env: Mapping[str, Number]) -> Number:
+        """Evaluate with the given variables; raises FormulaError on any failure."""
+        try:
+            return _eval(self.tree.body, env)
+        except FormulaError:
+            raise
+        except ZeroDivisionError:
+            raise FormulaError("division by zero") from None
+        except OverflowError:
+            raise FormulaError("number too large") from None
+        except (ValueError, TypeError) as exc:  # math domain errors, int(nan), ...
+            raise FormulaError(str(exc)) from None
+
+
+def parse_formula(text: str) -> Formula:
+    """Parse and check `text`; raises FormulaError naming the first disallowed construct."""
+    if not isinstance(text, str):
+        raise FormulaError(f"a formula must be a string, not {type(text).__name__}")
+    if len(text) > MAX_FORMULA_CHARS:
+        raise FormulaError(f"formula longer than {MAX_FORMULA_CHARS} characters")
+    if not text.strip():
+        raise FormulaError("empty formula")
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError as exc:
+        raise FormulaError(f"syntax error at column {exc.offset}: {exc.msg}") from None
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        _check_node(node, names)
+    return Formula(text, tree, frozenset(names))
+
+
+def _check_node(node: ast.AST, names: set[str]) -> None:
+    if isinstance(node, (ast.Expression, ast.Load, ast.And, ast.Or, ast.Not, ast.USub, ast.UAdd)):
+        return
+    if isinstance(node, (ast.BoolOp, ast.UnaryOp)):
+        return
+    if isinstance(node, ast.BinOp):
+        if type(node.op) not in _BINARY:
+            raise FormulaError(f"operator {type(node.op).__name__} is not allowed (use {_ALLOWED_TEXT})")
+        return
+    if isinstance(node, tuple(_BINARY)):
+        return
+    if isinstance(node, ast.Compare):
+        for op in node.ops:
+            if type(op) not in _COMPARE:
+                raise FormulaError(f"comparison {type(op).__name__} is not allowed")
+        return
+    if isinstance(node, tuple(_COMPARE)):
+        return
+    if isinstance(node, ast.Constant):
+        if isinstance(node.value, bool) or not isinstance(node.value, (int, float)):
+            raise FormulaError(f"only numbers are allowed as constants, not {node.value!r}")
+        return
+    if isinstance(node, ast.Name):
+        if node.id.startswith("_"):
+            raise FormulaError(f"name {node.id!r} is not allowed (names may not start with '_')")
+        if node.id not in FUNCTIONS:
+            names.add(node.id)
+        return
+    if isinstance(node, ast.Call):
+        if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:
+            shown = node.func.id if isinstance(node.func, ast.Name) else ast.unparse(node.func)
+            raise FormulaError(f"call of {shown!r} is not allowed; functions: {', '.join(sorted(FUNCTIONS))}")
+        if node.keywords:
+            raise FormulaError("keyword arguments are not allowed")
+        if any(isinstance(a, ast.Starred) for a in node.args):
+            raise FormulaError("*args are not allowed")
+        return
+    label = {
+        ast.Attribute: "attribute access",
+        ast.Subscript: "subscripts",
+        ast.Lambda: "lambda",
+        ast.IfExp: "if/else expressions",
+    }.get(type(node), type(node).__name__)
+    raise FormulaError(f"{label} is not allowed in a formula (use {_ALLOWED_TEXT})")
+
+
+def _check_power(base: Number, exponent: Number) -> None:
+    """Refuse powers whose result would be astronomically large (e.g. 9**9**9)."""
+    if abs(base) <= 1:
+        return
+    if abs(exponent) * math.log2(abs(base)) > MAX_RESULT_BITS:
+        raise FormulaError(f"power {base}**{exponent} is too large")
+
+
+def _eval(node: ast.AST, env: Mapping[str, Number]) -> Number:
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name):
+        try:
+            return env[node.id]
+        except KeyError:
+            raise FormulaError(f"unknown name {node.id!r}") from None
+    if isinstance(node, ast.BinOp):
+        left = _eval(node.left, env)
+        right = _eval(node.right, env)
+        if isinstance(node.op, ast.Pow):
+            _check_power(left, right)
+        result = _BINARY[type(node.op)](left, right)
+        if isinstance(result, complex):
+            raise FormulaError("result is a complex number (negative base with fractional power)")
+        if isinstance(result, int) and result.bit_length() > MAX_RESULT_BITS:
+            raise FormulaError("intermediate result too large")
+        return result
+    if isinstance(node, ast.UnaryOp):
+        value = _eval(node.operand, env)
+        if isinstance(node.op, ast.Not):
+            return not value
+        return -value if isinstance(node.op, ast.USub) else +value
+    if isinstance(node, ast.BoolOp):
+        if isinstance(node.op, ast.And):
+            result: Number = True
+            for item in node.values:
+                result = _eval(item, env)
+                if not result:
+                    return result
+            return result
+        result = False
+        for item in node.values:
+            result = _eval(item, env)
+            if result:
+                return result
+        return result
+    if isinstance(node, ast.Compare):
+        left = _eval(node.left, env)
+        for op, comparator in zip(node.ops, node.comparators):
+            right = _eval(comparator, env)
+            if not _COMPARE[type(op)](left, right):
+                return False
+            left = right
+        return True
+    if isinstance(node, ast.Call):
+        assert isinstance(node.func, ast.Name)
+        args = [_eval(a, env) for a in node.args]
+        return FUNCTIONS[node.func.id](*args)
+    raise FormulaError(f"{type(node).__name__} is not allowed")  # unreachable after parse checks
+
+
+def evaluate(text: str, env: Mapping[str, Number] | None = None) -> Number:
+    """Parse and evaluate in one go (convenience for tests and one-off checks)."""
+    return parse_formula(text).evaluate(env or {})

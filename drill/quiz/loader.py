@@ -1,0 +1,206 @@
+"""Loading a question bank (a folder of `<topic>.yaml` files, or one file).
+
+`scan` parses and checks everything and returns all problems; `load_bank`
+is what the quiz uses: it refuses a bank with any problem (nothing is
+partially loaded) and keeps a parsed copy in the data folder so the next
+start skips YAML parsing and the slow checks. That cache is keyed by every
+file's name, size, mtime and inode plus the drill/Python versions; a stale,
+unreadable or foreign cache is ignored and rebuilt, and it only ever holds a
+bank that passed every check.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import marshal
+import os
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from drill import __version__
+from drill.errors import UserError
+from drill.quiz.build import Collector, Problem, build_file
+from drill.quiz.schema import Bank, Question
+from drill.quiz.yamlread import YamlSyntaxError, freeze, read_yaml, thaw
+
+CACHE_FORMAT = 3
+
+
+class BankError(UserError):
+    """A bank with problems: the message is the first one, `problems` has them all."""
+
+    def __init__(self, problems: list[Problem], path: Path) -> None:
+        first = problems[0]
+        more = f" (and {len(problems) - 1} more; run `drill validate {display(path)}`)" if len(problems) > 1 else ""
+        super().__init__(first.message + more, f"{first.file}:{first.line}" if first.line else first.file)
+        self.problems = problems
+
+
+@dataclass(frozen=True)
+class ScanResult:
+    bank: Bank
+    problems: list[Problem]
+
+    def summary(self) -> str:
+        counts = Counter(q.kind for q in self.bank.questions)
+        kinds = ", ".join(f"{kind} {counts[kind]}" for kind in ("recall", "choice", "numeric", "parametric") if counts[kind])
+        files = len(self.bank.files)
+        status = "ok" if not self.problems else f"{len(self.problems)} problem{'s' * (len(self.problems) != 1)}"
+        return f"{len(self.bank.questions)} questions in {files} file{'s' * (files != 1)}: {status}" + (f"; {kinds}" if kinds else "")
+
+
+def display(path: Path) -> str:
+    """A path as the user would type it: relative to the working folder when inside it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        return str(path)
+
+
+def bank_files(path: Path) -> list[Path]:
+    """The YAML files of a bank folder (sorted), or the one file given."""
+    if not path.exists():
+        raise UserError("no such file or folder; give a bank folder or a .yaml file", str(path))
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+        if not files:
+            raise UserError("no question files (*.yaml) in this folder", str(path))
+        return files
+    return [path]
+
+
+def _parse_file(file: Path) -> tuple[Any, list[Problem]]:
+    try:
+        return read_yaml(file), []
+    except YamlSyntaxError as exc:
+        return None, [Problem(display(file), exc.line, exc.message)]
+
+
+def _build(parsed: list[tuple[Path, Any]], *, deep: bool) -> ScanResult:
+    """Structural checks per file, duplicate ids across files, then (if deep) the run-time checks."""
+    problems: list[Problem] = []
+    questions: list[Question] = []
+    first_seen: dict[str, Question] = {}
+    for file, data in parsed:
+        out = Collector(display(file))
+        built = build_file(data, file.stem, out)
+        problems.extend(out.problems)
+        for question in built:
+            if question.id in first_seen:
+                other = first_seen[question.id]
+                problems.append(Problem(question.file, question.line_of("id"), f"duplicate id '{question.id}' (first used at {other.file}:{other.line_of('id')}); ids must be unique across the bank — pick a new one"))
+                continue
+            first_seen[question.id] = question
+            questions.append(question)
+    if deep:
+        from drill.quiz.validate import deep_problems
+
+        for question in questions:
+            problems.extend(deep_problems(question))
+    return ScanResult(Bank(tuple(questions), tuple(display(f) for f, _ in parsed)), problems)
+
+
+def scan(path: Path) -> ScanResult:
+    """Parse and check a bank completely, collecting every problem (no cache)."""
+    return _scan(path)[0]
+
+
+def _scan(path: Path) -> tuple[ScanResult, list[tuple[Path, Any]]]:
+    parsed: list[tuple[Path, Any]] = []
+    syntax: list[Problem] = []
+    for file in bank_files(path):
+        data, problems = _parse_file(file)
+        syntax.extend(problems)
+        if not problems:
+            parsed.append((file, data))
+    result = _build(parsed, deep=True)
+    files = tuple(display(f) for f in bank_files(path))
+    problems = sorted(syntax + result.problems, key=_order(files))
+    return ScanResult(Bank(result.bank.questions, files), problems), parsed
+
+
+def _order(files: tuple[str, ...]):  # type: ignore[no-untyped-def]
+    rank = {f: i for i, f in enumerate(files)}
+    return lambda p: (rank.get(p.file, len(rank)), p.line)
+
+
+def load_bank(path: Path | None = None, *, cache_dir: Path | None = None) -> Bank:
+    """A fully valid bank, or BankError; uses and refreshes the parse cache."""
+    if path is None:
+        from drill.paths import questions_dir
+
+        path = questions_dir()
+    files = bank_files(path)
+    cache_file = _cache_path(path, cache_dir)
+    key = _cache_key(files)
+    cached = _read_cache(cache_file, key) if cache_file is not None else None
+    if cached is not None:
+        try:
+            result = _build([(f, thaw(d)) for f, d in zip(files, cached)], deep=False)
+            if not result.problems:
+                return result.bank
+        except Exception:  # noqa: BLE001 - a cache is only ever a speed-up
+            pass
+    result, parsed = _scan(path)
+    if result.problems:
+        raise BankError(result.problems, path)
+    if cache_file is not None:
+        _write_cache(cache_file, key, files, [data for _, data in parsed])
+    return result.bank
+
+
+# --- cache ---------------------------------------------------------------------
+
+
+def _cache_path(path: Path, cache_dir: Path | None) -> Path | None:
+    if cache_dir is None:
+        try:
+            from drill.paths import data_home
+
+            cache_dir = data_home() / "cache"
+        except Exception:  # noqa: BLE001
+            return None
+    digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:16]
+    return cache_dir / f"bank-{digest}.marshal"
+
+
+def _cache_key(files: list[Path]) -> tuple[Any, ...]:
+    stats = []
+    for file in files:
+        st = file.stat()
+        stats.append((str(file.resolve()), st.st_size, st.st_mtime_ns, st.st_ino))
+    return (CACHE_FORMAT, __version__, sys.version, tuple(stats))
+
+
+def _read_cache(cache_file: Path, key: tuple[Any, ...]) -> list[Any] | None:
+    try:
+        blob = marshal.loads(cache_file.read_bytes())
+        if not isinstance(blob, dict) or blob.get("key") != key:
+            return None
+        data = blob["files"]
+        if not isinstance(data, list) or len(data) != len(key[3]):
+            return None
+        return data
+    except Exception:  # noqa: BLE001 - missing, truncated, corrupt: rebuild silently
+        return None
+
+
+def _write_cache(cache_file: Path, key: tuple[Any, ...], files: list[Path], parsed: list[Any]) -> None:
+    """Store the frozen parse of a bank that just passed every check (best effort, atomic)."""
+    tmp = cache_file.with_name(f"{cache_file.name}.{os.getpid()}.tmp")
+    try:
+        frozen = [freeze(data) for data in parsed]
+        if _cache_key(files) != key:  # a file changed while we were checking it
+            return
+        blob = marshal.dumps({"key": key, "files": frozen})
+        cache_file.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_bytes(blob)
+        os.replace(tmp, cache_file)
+    except Exception:  # noqa: BLE001 - read-only data folder, odd YAML types: just no cache
+        try:
+            tmp.unlink()
+        except OSError:
+            pass

@@ -1,0 +1,113 @@
+"""Reading YAML safely while remembering which line every mapping and key came from.
+
+Why a custom loader: error messages must say `file:line`, and plain
+`yaml.safe_load` forgets positions. This SafeLoader subclass (the C-accelerated
+one when libyaml is present, for start-up speed) builds `LineDict`s that carry
+the line of the mapping and of each key, and records duplicate keys, which
+YAML itself would silently overwrite (a second `prompt:` must be an error).
+Only the safe constructors are registered: no Python objects, ever.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+_Base: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class LineDict(dict):
+    """A YAML mapping plus its source lines (1-based)."""
+
+    line: int = 0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.key_lines: dict[Any, int] = {}
+        self.duplicates: list[tuple[Any, int]] = []
+
+    def line_of(self, key: str) -> int:
+        """Line of `key` if present, else of the mapping itself."""
+        return self.key_lines.get(key, self.line)
+
+
+class _LineLoader(_Base):  # type: ignore[misc, valid-type]
+    pass
+
+
+def _construct_mapping(loader: Any, node: yaml.MappingNode) -> Any:
+    data = LineDict()
+    data.line = node.start_mark.line + 1
+    yield data
+    loader.flatten_mapping(node)
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            hash(key)
+        except TypeError:
+            key = repr(key)
+        line = key_node.start_mark.line + 1
+        if key in data:
+            data.duplicates.append((key, line))
+        data[key] = loader.construct_object(value_node, deep=True)
+        data.key_lines[key] = line
+
+
+_LineLoader.add_constructor("tag:yaml.org,2002:map", _construct_mapping)
+
+
+class YamlSyntaxError(Exception):
+    def __init__(self, line: int, message: str) -> None:
+        super().__init__(message)
+        self.line = line
+        self.message = message
+
+
+def read_yaml(path: Path) -> Any:
+    """Parse one YAML file into plain data with LineDicts; raise YamlSyntaxError with a line."""
+    try:
+        text = path.read_bytes()
+    except OSError as exc:
+        raise YamlSyntaxError(0, f"cannot read the file: {exc.strerror}") from None
+    try:
+        text_str = text.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise YamlSyntaxError(0, f"not UTF-8 text (byte {exc.start}); save the file as UTF-8") from None
+    try:
+        return yaml.load(text_str, Loader=_LineLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else 0
+        what = " ".join(p for p in (exc.context, exc.problem) if p)
+        raise YamlSyntaxError(line, f"YAML syntax error: {what}; check indentation and quoting") from None
+    except yaml.YAMLError as exc:
+        raise YamlSyntaxError(0, f"YAML error: {exc}") from None
+
+
+# --- a marshal-friendly form for the parsed-bank cache ------------------------
+# A LineDict becomes a tuple (line, [(key, key_line, value), ...]); the loader
+# never produces tuples otherwise, so the round trip is unambiguous.
+
+
+def freeze(value: Any) -> Any:
+    if isinstance(value, LineDict):
+        return (value.line, [(k, value.key_lines.get(k, value.line), freeze(v)) for k, v in value.items()])
+    if isinstance(value, list):
+        return [freeze(v) for v in value]
+    return value
+
+
+def thaw(value: Any) -> Any:
+    if isinstance(value, tuple):
+        line, items = value
+        data = LineDict()
+        data.line = int(line)
+        for key, key_line, item in items:
+            data[key] = thaw(item)
+            data.key_lines[key] = int(key_line)
+        return data
+    if isinstance(value, list):
+        return [thaw(v) for v in value]
+    return value
