@@ -1,0 +1,381 @@
+"""Each reference part against an independent naive implementation written here.
+
+The naive versions use explicit loops and float64 (a different formulation
+from the reference), so agreement is evidence, not tautology.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import drill.reference as R
+
+IMPLS = ["fused", "math"]
+
+
+def gen(seed: int = 0) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def randn(*shape: int, seed: int = 0, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    return torch.randn(*shape, generator=gen(seed)).to(dtype)
+
+
+# --- naive implementations ---------------------------------------------------
+
+
+def naive_attention(q, k, v, allowed, scale=None):
+    """Loop over (batch, head, query); allowed[b][h][i][j] decides; empty rows -> zeros."""
+    B, Hq, Tq, d = q.shape
+    Hkv, Tk, dv = k.shape[1], k.shape[2], v.shape[3]
+    scale = 1 / math.sqrt(d) if scale is None else scale
+    out = torch.zeros(B, Hq, Tq, dv, dtype=torch.float64)
+    for b in range(B):
+        for h in range(Hq):
+            kh = h // (Hq // Hkv)
+            for i in range(Tq):
+                js = [j for j in range(Tk) if allowed(b, h, i, j)]
+                if not js:
+                    continue
+                s = torch.tensor([float(q[b, h, i].double() @ k[b, kh, j].double()) * scale for j in js])
+                w = torch.exp(s - s.max())
+                w = w / w.sum()
+                for wj, j in zip(w, js):
+                    out[b, h, i] += wj * v[b, kh, j].double()
+    return out
+
+
+def naive_rope(x, positions, base, convention):
+    """Per position, per pair, a 2x2 rotation with Python's math.cos/sin in float64."""
+    d = x.shape[-1]
+    out = x.double().clone()
+    for t, m in enumerate(positions.tolist()):
+        for i in range(d // 2):
+            theta = base ** (-2 * i / d)
+            c, s = math.cos(m * theta), math.sin(m * theta)
+            a_idx, b_idx = (i, i + d // 2) if convention == "half" else (2 * i, 2 * i + 1)
+            a, b = x[..., t, a_idx].double(), x[..., t, b_idx].double()
+            out[..., t, a_idx] = a * c - b * s
+            out[..., t, b_idx] = a * s + b * c
+    return out
+
+
+def naive_rms_norm(x, weight, eps):
+    rows = x.double().reshape(-1, x.shape[-1])
+    out = torch.empty_like(rows)
+    for r, row in enumerate(rows):
+        ms = sum(float(v) ** 2 for v in row) / row.numel()
+        out[r] = row / math.sqrt(ms + eps) * weight.double()
+    return out.reshape(x.shape)
+
+
+def naive_swiglu(x, w_gate, w_up, w_down):
+    x = x.double()
+    g = x @ w_gate.double().T
+    silu = g / (1 + torch.exp(-g))
+    return (silu * (x @ w_up.double().T)) @ w_down.double().T
+
+
+def close(a, b, tol):
+    diff = (a.double() - b.double()).abs().max().item()
+    assert diff <= tol, f"max abs diff {diff:.3g} > {tol}"
+
+
+# --- backend -----------------------------------------------------------------
+
+
+def test_use_impl_restores_default_even_on_error():
+    assert R.get_impl() == "fused"
+    with pytest.raises(RuntimeError):
+        with R.use_impl("math"):
+            assert R.get_impl() == "math"
+            raise RuntimeError("boom")
+    assert R.get_impl() == "fused"
+
+
+def test_default_impl_is_what_functions_use(monkeypatch):
+    import drill.reference.attention as A
+
+    seen = []
+    monkeypatch.setattr(A, "_sdpa_math", lambda *a: seen.append("math") or a[0])
+    monkeypatch.setattr(A, "_sdpa_fused", lambda *a: seen.append("fused") or a[0])
+    q = randn(1, 1, 2, 4)
+    R.sdpa(q, q, q)
+    with R.use_impl("math"):
+        R.sdpa(q, q, q)
+    R.sdpa(q, q, q, impl="math")
+    assert seen == ["fused", "math", "math"]
+
+
+# --- attention ---------------------------------------------------------------
+
+
+def test_causal_mask_is_bottom_right_aligned():
+    expected = torch.tensor([[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]], dtype=torch.bool)
+    assert torch.equal(R.causal_mask(2, 5), expected)
+    assert torch.equal(R.causal_mask(4, 4), torch.ones(4, 4).tril().bool())
+    # More queries than keys: the first rows see nothing.
+    m = R.causal_mask(3, 2)
+    assert not m[0].any() and m[1].tolist() == [True, False] and m[2].all()
+
+
+ATTN_CASES = {
+    # name: (B, Hq, Hkv, Tq, Tk, mask kind, causal)
+    "plain": (2, 2, 2, 5, 5, None, False),
+    "square-causal": (1, 2, 2, 6, 6, None, True),
+    "chunk-causal": (2, 4, 2, 3, 7, None, True),
+    "decode-causal": (1, 4, 1, 1, 6, None, True),
+    "gqa-masked": (2, 4, 2, 4, 6, "random", False),
+    "mask-and-causal": (1, 2, 1, 4, 6, "random", True),
+}
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("case", sorted(ATTN_CASES))
+def test_sdpa_matches_naive(case, impl):
+    B, Hq, Hkv, Tq, Tk, mask_kind, causal = ATTN_CASES[case]
+    q, k, v = randn(B, Hq, Tq, 8, seed=1), randn(B, Hkv, Tk, 8, seed=2), randn(B, Hkv, Tk, 6, seed=3)
+    mask = None
+    if mask_kind == "random":
+        mask = torch.rand(B, 1, Tq, Tk, generator=gen(4)) > 0.3
+    offset = Tk - Tq
+
+    def allowed(b, h, i, j):
+        ok = True if mask is None else bool(mask[b, 0, i, j])
+        return ok and (not causal or j <= i + offset)
+
+    out = R.sdpa(q, k, v, mask, causal=causal, impl=impl)
+    assert out.shape == (B, Hq, Tq, 6) and out.dtype == q.dtype
+    close(out, naive_attention(q, k, v, allowed), 1e-5)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_sdpa_custom_scale(impl):
+    q, k, v = randn(1, 1, 3, 4, seed=5), randn(1, 1, 3, 4, seed=6), randn(1, 1, 3, 4, seed=7)
+    out = R.sdpa(q, k, v, scale=0.3, impl=impl)
+    close(out, naive_attention(q, k, v, lambda *_: True, scale=0.3), 1e-5)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_fully_masked_rows_are_zero_and_finite_with_finite_grads(impl, dtype):
+    q = randn(1, 2, 4, 8, seed=8, dtype=dtype).requires_grad_()
+    k = randn(1, 2, 4, 8, seed=9, dtype=dtype).requires_grad_()
+    v = randn(1, 2, 4, 8, seed=10, dtype=dtype).requires_grad_()
+    mask = torch.ones(4, 4, dtype=torch.bool)
+    mask[1] = False
+    out = R.sdpa(q, k, v, mask, impl=impl)
+    assert out.dtype == dtype
+    assert torch.isfinite(out).all()
+    assert (out[:, :, 1] == 0).all()
+    assert out[:, :, 0].abs().sum() > 0
+    out.float().sum().backward()
+    for t in (q, k, v):
+        assert torch.isfinite(t.grad).all()
+    # More queries than keys under causal: the leading rows are empty too.
+    out2 = R.sdpa(q.detach(), k.detach()[:, :, :2], v.detach()[:, :, :2], causal=True, impl=impl)
+    assert torch.isfinite(out2).all() and (out2[:, :, :2] == 0).all()
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_decode_step_sees_every_key(impl):
+    """One query under causal=True must attend to ALL past keys (top-left would see one)."""
+    q, k, v = randn(1, 2, 1, 8, seed=11), randn(1, 2, 5, 8, seed=12), randn(1, 2, 5, 8, seed=13)
+    close(R.sdpa(q, k, v, causal=True, impl=impl), R.sdpa(q, k, v, impl=impl), 1e-6)
+    wrong = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    assert (wrong - R.sdpa(q, k, v, causal=True, impl=impl)).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_sdpa_half_paths_agree_with_fp32(dtype):
+    q, k, v = randn(2, 4, 16, 32, seed=14), randn(2, 2, 16, 32, seed=15), randn(2, 2, 16, 32, seed=16)
+    ref = R.sdpa(q, k, v, causal=True, impl="math")
+    for impl in IMPLS:
+        out = R.sdpa(q.to(dtype), k.to(dtype), v.to(dtype), causal=True, impl=impl)
+        assert out.dtype == dtype and torch.isfinite(out).all()
+        close(out, ref, 3e-2)
+
+
+def test_multi_head_attention_matches_per_head_loop():
+    d, H, T = 16, 4, 5
+    x = randn(2, T, d, seed=17)
+    w_q, w_k, w_v, w_o = (randn(d, d, seed=s) / 4 for s in (18, 19, 20, 21))
+    dh = d // H
+    heads = []
+    for h in range(H):
+        sl = slice(h * dh, (h + 1) * dh)
+        q, k, v = x @ w_q[sl].T, x @ w_k[sl].T, x @ w_v[sl].T
+        att = torch.softmax(q.double() @ k.double().transpose(1, 2) / math.sqrt(dh), -1)
+        heads.append(att @ v.double())
+    expected = torch.cat(heads, -1) @ w_o.double().T
+    for impl in IMPLS:
+        close(R.multi_head_attention(x, w_q, w_k, w_v, w_o, H, impl=impl), expected, 1e-5)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_gqa_past_kv_any_split_equals_one_pass(impl):
+    d, H, Hkv, T = 32, 4, 2, 9
+    x = randn(2, T, d, seed=22)
+    w = [randn(o, d, seed=s) / math.sqrt(d) for o, s in ((d, 23), (16, 24), (16, 25))] + [randn(d, d, seed=26)]
+    full, (k_full, v_full) = R.grouped_query_attention(x, *w, H, Hkv, rope_base=500000.0, impl=impl)
+    for split in ([T], [4] + [1] * 5, [3, 3, 3], [1, 8]):
+        past, outs, start = None, [], 0
+        for n in split:
+            out, past = R.grouped_query_attention(x[:, start : start + n], *w, H, Hkv, rope_base=500000.0, past_kv=past, impl=impl)
+            outs.append(out)
+            start += n
+        close(torch.cat(outs, 1), full, 1e-5)
+        close(past[0], k_full, 1e-6)
+    # Without rope_base it is plain causal GQA: keys are not rotated.
+    _, (k_plain, _) = R.grouped_query_attention(x, *w, H, Hkv, impl=impl)
+    close(k_plain, (x @ w[1].T).view(2, T, Hkv, 8).transpose(1, 2), 1e-6)
+
+
+# --- RoPE --------------------------------------------------------------------
+
+
+def test_rope_angles_formula():
+    cos, sin = R.rope_angles(torch.arange(7), 8, base=500000.0)
+    assert cos.dtype == torch.float32 and cos.shape == (7, 4)
+    for m in range(7):
+        for i in range(4):
+            ang = m * 500000.0 ** (-2 * i / 8)
+            assert abs(cos[m, i] - math.cos(ang)) < 1e-6 and abs(sin[m, i] - math.sin(ang)) < 1e-6
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("convention", ["half", "interleaved"])
+def test_rope_matches_naive(convention, impl):
+    x = randn(2, 3, 5, 8, seed=27)
+    pos = torch.tensor([0, 1, 7, 100, 2048])
+    close(R.apply_rope(x, pos, 10000.0, convention, impl=impl), naive_rope(x, pos, 10000.0, convention), 1e-4)
+
+
+@pytest.mark.parametrize("convention", ["half", "interleaved"])
+def test_rope_dot_product_depends_only_on_offset(convention):
+    q, k = randn(1, 1, 1, 16, seed=28), randn(1, 1, 1, 16, seed=29)
+
+    def dot(m, n):
+        qm = R.apply_rope(q, torch.tensor([m]), convention=convention)
+        kn = R.apply_rope(k, torch.tensor([n]), convention=convention)
+        return float((qm * kn).sum())
+
+    for offset in (0, 3, -5):
+        values = [dot(n + offset, n) for n in (5, 17, 300)]
+        assert max(values) - min(values) < 1e-4, values
+    assert abs(dot(8, 5) - dot(5, 8)) > 1e-3  # and it does depend on the sign of the offset
+
+
+@pytest.mark.parametrize("convention", ["half", "interleaved"])
+def test_rope_preserves_norms(convention):
+    x = randn(2, 2, 6, 32, seed=30)
+    out = R.apply_rope(x, torch.arange(1000, 1006), convention=convention)
+    close(out.norm(dim=-1), x.norm(dim=-1), 1e-4)
+
+
+def test_half_and_interleaved_agree_under_the_permutation():
+    x = randn(1, 2, 5, 12, seed=31)
+    pos = torch.arange(3, 8)
+    p = R.half_to_interleaved_perm(12)
+    assert sorted(p.tolist()) == list(range(12))
+    for impl in IMPLS:
+        half = R.apply_rope(x, pos, convention="half", impl=impl)
+        inter = R.apply_rope(x[..., p], pos, convention="interleaved", impl=impl)
+        close(inter, half[..., p], 1e-6)
+    assert (R.apply_rope(x, pos, convention="interleaved") - R.apply_rope(x, pos)).abs().max() > 1e-2
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_rope_half_precision_uses_fp32_angles(dtype):
+    x = randn(1, 1, 3, 64, seed=32)
+    pos = torch.tensor([5000, 30000, 65000])
+    ref = naive_rope(x, pos, 10000.0, "half")
+    for impl in IMPLS:
+        out = R.apply_rope(x.to(dtype), pos, impl=impl)
+        assert out.dtype == dtype and torch.isfinite(out).all()
+        close(out, ref, 4e-2)
+
+
+# --- RMSNorm -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_rms_norm_matches_naive(impl):
+    x, w = randn(3, 4, 24, seed=33) * 3, randn(24, seed=34)
+    for eps in (1e-6, 1e-2):
+        close(R.rms_norm(x, w, eps, impl=impl), naive_rms_norm(x, w, eps), 1e-5)
+    # eps matters: it must actually be used.
+    tiny = randn(2, 24, seed=35) * 1e-3
+    assert (R.rms_norm(tiny, w, 1e-6, impl=impl) - R.rms_norm(tiny, w, 1e-2, impl=impl)).abs().max() > 0.1
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_rms_norm_half_accumulates_in_fp32(impl, dtype):
+    x = randn(4, 1024, seed=36) * 300  # sum of squares ~9e7: overflows an fp16 accumulator
+    w = torch.rand(1024, generator=gen(37)) + 0.5
+    out = R.rms_norm(x.to(dtype), w, 1e-6, impl=impl)
+    assert out.dtype == dtype and torch.isfinite(out).all()
+    close(out, naive_rms_norm(x.to(dtype), w, 1e-6), 3e-2)
+
+
+def test_rms_norm_module():
+    m = R.RMSNorm(8, eps=1e-5)
+    assert m.weight.shape == (8,) and torch.equal(m.weight.detach(), torch.ones(8))
+    x = randn(2, 8, seed=38)
+    close(m(x), naive_rms_norm(x, torch.ones(8), 1e-5), 1e-5)
+
+
+# --- SwiGLU ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("d_model", "multiple_of", "expected"), [(4096, 256, 11008), (512, 256, 1536), (768, 64, 2048), (10, 1, 26)])
+def test_ffn_hidden_dim(d_model, multiple_of, expected):
+    assert R.ffn_hidden_dim(d_model, multiple_of) == expected
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_swiglu_matches_naive(impl):
+    x = randn(2, 5, 16, seed=39)
+    wg, wu, wd = randn(40, 16, seed=40) / 4, randn(40, 16, seed=41) / 4, randn(16, 40, seed=42) / 6
+    close(R.swiglu(x, wg, wu, wd, impl=impl), naive_swiglu(x, wg, wu, wd), 1e-5)
+    m = R.SwiGLU(16, 40, impl=impl)
+    with torch.no_grad():
+        m.gate_proj.weight.copy_(wg), m.up_proj.weight.copy_(wu), m.down_proj.weight.copy_(wd)
+    close(m(x), naive_swiglu(x, wg, wu, wd), 1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_swiglu_half_finite(dtype):
+    x = randn(2, 5, 64, seed=43)
+    wg, wu, wd = randn(176, 64, seed=44) / 8, randn(176, 64, seed=45) / 8, randn(64, 176, seed=46) / 13
+    ref = naive_swiglu(x, wg, wu, wd)
+    for impl in IMPLS:
+        out = R.swiglu(x.to(dtype), wg.to(dtype), wu.to(dtype), wd.to(dtype), impl=impl)
+        assert out.dtype == dtype and torch.isfinite(out).all()
+        close(out, ref, 5e-2)
+
+
+# --- fused vs math on every part, with gradients ------------------------------
+
+
+def test_fused_and_math_agree_with_gradients():
+    x = randn(2, 6, 32, seed=47).requires_grad_()
+    parts = {
+        "rms_norm": lambda impl: R.rms_norm(x, torch.linspace(0.5, 1.5, 32), 1e-5, impl=impl),
+        "rope": lambda impl: R.apply_rope(x.view(2, 6, 4, 8).transpose(1, 2), torch.arange(6), impl=impl),
+        "sdpa": lambda impl: R.sdpa(*(x.view(2, 6, 4, 8).transpose(1, 2),) * 3, causal=True, impl=impl),
+        "swiglu": lambda impl: R.swiglu(x, randn(48, 32, seed=48) / 6, randn(48, 32, seed=49) / 6, randn(32, 48, seed=50) / 7, impl=impl),
+    }
+    for name, fn in parts.items():
+        results = {}
+        for impl in IMPLS:
+            x.grad = None
+            out = fn(impl)
+            (out * torch.linspace(-1, 1, out.shape[-1])).sum().backward()
+            results[impl] = (out.detach(), x.grad.clone())
+        close(results["fused"][0], results["math"][0], 1e-5)
+        close(results["fused"][1], results["math"][1], 1e-4)
