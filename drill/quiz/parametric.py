@@ -68,7 +68,11 @@ def render(question: ParametricQuestion, env: dict[str, Number]) -> str:
     def fill(match: re.Match[str]) -> str:
         name = match.group(1)
         if name in env:
-            return format_number(env[name])
+            value = env[name]
+            # Plain digits for whole numbers: prompts read "d_model 4096", not "4,096".
+            if isinstance(value, int) or (isinstance(value, float) and value.is_integer() and abs(value) < 1e15):
+                return str(int(value))
+            return format_number(value)
         return match.group(0)
 
     return PLACEHOLDER.sub(fill, question.prompt)

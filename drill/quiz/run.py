@@ -1,0 +1,100 @@
+"""`drill quiz` as a plain function: load, filter, pick, run the session, summarize.
+
+Why separate from commands.py: the CLI layer only parses flags; this is the
+whole behaviour, callable from tests and from `drill mock` with an injected
+reader, console and clock.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from rich.console import Console
+from rich.text import Text
+
+from drill.errors import UserError
+from drill.quiz.loader import load_bank
+from drill.quiz.schedule import Scheduler, parse_time
+from drill.quiz.select import Filters, cram_queue, due_queue, filtered, new_today
+from drill.quiz.session import LineReader, Session, render_summary, terminal_reader
+from drill.store import Store, open_store
+
+EXIT_INTERRUPTED = 130
+
+
+@dataclass(frozen=True)
+class QuizOptions:
+    topics: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    difficulty: str | None = None
+    count: int | None = 20
+    cram: bool = False
+    new_limit: int = 10
+    seed: int | None = None
+    retention: float = 0.9
+    bank: Path | None = None
+
+
+def run_quiz(
+    options: QuizOptions,
+    *,
+    console: Console | None = None,
+    read: LineReader | None = None,
+    store: Store | None = None,
+    clock: Callable[[], datetime] | None = None,
+    fuzz: bool = True,
+) -> int:
+    """Run one quiz session; returns the exit code (0, or 130 after Ctrl-C)."""
+    console = console or Console(highlight=False)
+    clock = clock or (lambda: datetime.now(timezone.utc))
+    bank = load_bank(options.bank)
+    known_topics = bank.topics()
+    for topic in options.topics:
+        if topic not in known_topics:
+            raise UserError(f"unknown topic {topic!r}; topics: {', '.join(known_topics)}", "--topic")
+    pool = filtered(bank.questions, Filters(options.topics, options.tags, options.difficulty))
+    if not pool:
+        raise UserError("no question matches these filters (--topic/--tag/--difficulty)")
+    own_store = store is None
+    store = store or open_store()
+    try:
+        rng = random.Random(options.seed)
+        now = clock()
+        if options.cram:
+            queue = cram_queue(pool, count=options.count, rng=rng)
+            scheduler = None
+        else:
+            cards = store.cards()
+            since = now.astimezone().replace(hour=0, minute=0, second=0, microsecond=0).astimezone(timezone.utc)
+            done = new_today(store.reviews(since=since.isoformat()), now)
+            queue = due_queue(pool, cards, now, new_limit=options.new_limit, new_done_today=done, count=options.count, rng=rng)
+            scheduler = Scheduler(options.retention, fuzz=fuzz)
+            if not queue:
+                _nothing_due(console, pool, cards, done, options.new_limit)
+                return 0
+        session = Session(store, console, read or terminal_reader(console), scheduler, rng, clock)
+        result = session.run(queue)
+        due_left = None
+        if not options.cram:
+            later = clock()
+            cards = store.cards()
+            due_left = sum(1 for q in pool if q.id in cards and parse_time(cards[q.id]["due"]) <= later)
+        render_summary(console, result, cram=options.cram, due_left=due_left)
+        return EXIT_INTERRUPTED if result.ended_by == "interrupt" else 0
+    finally:
+        if own_store:
+            store.close()
+
+
+def _nothing_due(console: Console, pool: list, cards: dict, done: int, limit: int) -> None:  # type: ignore[type-arg]
+    upcoming = sorted(parse_time(cards[q.id]["due"]) for q in pool if q.id in cards)
+    line = "Nothing due right now"
+    if done >= limit and any(q.id not in cards for q in pool):
+        line += f" and today's {limit} new cards are done (--new-limit)"
+    if upcoming:
+        line += f"; next card due {upcoming[0].astimezone():%Y-%m-%d %H:%M}"
+    console.print(Text(line + ". Practice anyway with `drill quiz --cram`.", style="bold"))

@@ -1,0 +1,354 @@
+"""The quiz loop: ask, check, rate, save — one question at a time.
+
+Why the shape: input and output are injected (`LineReader`, a Rich Console),
+so tests drive a whole session with a list of lines and read what was
+printed, without a terminal. Each rating is written to the store *before*
+the next question appears, so killing the process loses at most the question
+on screen. Unreadable input (a typo, a letter that is not an option) is asked
+again and never graded; `q`, end of input and Ctrl-C all end the session
+cleanly with a summary.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Protocol
+
+from rich.console import Console
+from rich.text import Text
+
+from drill.quiz import parametric
+from drill.quiz.numbers import AnswerFormatError, format_with_unit, parse_answer
+from drill.quiz.schedule import AGAIN, EASY, GOOD, HARD, LEECH_LAPSES, RATING_NAMES, Scheduler
+from drill.quiz.schema import (
+    ChoiceQuestion,
+    NumericQuestion,
+    ParametricQuestion,
+    Question,
+    RecallQuestion,
+    letter,
+)
+from drill.store import Store
+
+QUIT_WORDS = {"q", "quit", ":q", "exit"}
+HINT_WORDS = {"?", "hint"}
+
+
+class LineReader(Protocol):
+    def __call__(self, prompt: str) -> str | None:
+        """Show `prompt`, return one line of input without its newline, or None at end of input."""
+
+
+class _EndSession(Exception):
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def lines_reader(lines: list[str]) -> LineReader:
+    """A reader that replays fixed lines (tests), then reports end of input."""
+    feed: Iterator[str] = iter(lines)
+
+    def read(prompt: str) -> str | None:
+        return next(feed, None)
+
+    return read
+
+
+def terminal_reader(console: Console) -> LineReader:
+    """Read from the terminal, or line by line from stdin when it is a pipe."""
+    interactive = sys.stdin is not None and sys.stdin.isatty()
+
+    def read(prompt: str) -> str | None:
+        console.print(Text(prompt + " ", style="bold cyan"), end="")
+        sys.stdout.flush()
+        if interactive:
+            try:
+                return input()
+            except EOFError:
+                console.print()
+                return None
+        line = sys.stdin.readline()
+        if not line:
+            console.print()
+            return None
+        line = line.rstrip("\r\n")
+        console.print(Text(line, style="dim"))  # echo piped answers so transcripts read naturally
+        return line
+
+    return read
+
+
+@dataclass
+class SessionResult:
+    asked: int = 0
+    ratings: Counter[int] = field(default_factory=Counter)
+    auto_right: int = 0
+    auto_wrong: int = 0
+    ended_by: str = "done"  # done | quit | eof | interrupt
+    seconds: float = 0.0
+    missed: list[str] = field(default_factory=list)
+
+    @property
+    def saved(self) -> int:
+        return sum(self.ratings.values())
+
+
+@dataclass
+class Session:
+    """One quiz run over a prepared queue of questions."""
+
+    store: Store
+    console: Console
+    read: LineReader
+    scheduler: Scheduler | None  # None = cram: log reviews, leave the schedule alone
+    rng: random.Random
+    clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)
+
+    def run(self, queue: list[Question]) -> SessionResult:
+        result = SessionResult()
+        started = time.monotonic()
+        try:
+            for index, question in enumerate(queue):
+                self._header(index, len(queue), question)
+                rating, answer, right, began = self._ask(question)
+                self._save(question, rating, answer, began)
+                result.asked += 1
+                result.ratings[rating] += 1
+                if right is True:
+                    result.auto_right += 1
+                elif right is False:
+                    result.auto_wrong += 1
+                if rating == AGAIN:
+                    result.missed.append(question.id)
+        except _EndSession as end:
+            result.ended_by = end.reason
+        except KeyboardInterrupt:
+            result.ended_by = "interrupt"
+            self.console.print()
+        result.seconds = time.monotonic() - started
+        return result
+
+    # -- input ------------------------------------------------------------
+
+    def _line(self, prompt: str) -> str:
+        text = self.read(prompt)
+        if text is None:
+            raise _EndSession("eof")
+        if text.strip().lower() in QUIT_WORDS:
+            raise _EndSession("quit")
+        return text
+
+    def _say(self, text: str, style: str | None = None) -> None:
+        self.console.print(Text(text, style=style or ""))
+
+    def _header(self, index: int, total: int, question: Question) -> None:
+        self.console.print()
+        tags = f" · {', '.join(question.tags)}" if question.tags else ""
+        self._say(f"Question {index + 1}/{total} · {question.topic} · {question.difficulty} · {question.kind}{tags}", "bold magenta")
+
+    def _ask(self, question: Question) -> tuple[int, str, bool | None, float]:
+        began = time.monotonic()
+        if isinstance(question, RecallQuestion):
+            rating, answer = self._recall(question)
+            return rating, answer, None, began
+        if isinstance(question, ChoiceQuestion):
+            answer, right = self._choice(question)
+        elif isinstance(question, ParametricQuestion):
+            answer, right = self._parametric(question)
+        else:
+            assert isinstance(question, NumericQuestion)
+            self._say(question.prompt)
+            answer, right = self._numeric(question.answer, question.unit, question, [(w.value, w.feedback) for w in question.wrong_answers])
+        self._teach(question)
+        return (GOOD if right else AGAIN), answer, right, began
+
+    def _with_hints(self, question: Question, prompt: str) -> str:
+        """Read an answer; '?' reveals the next hint instead of counting as one."""
+        shown = 0
+        while True:
+            text = self._line(prompt)
+            if text.strip().lower() in HINT_WORDS:
+                if shown < len(question.hints):
+                    self._say(f"hint: {question.hints[shown]}", "yellow")
+                    shown += 1
+                else:
+                    self._say("no more hints", "yellow")
+                continue
+            return text
+
+    # -- kinds ------------------------------------------------------------
+
+    def _recall(self, question: RecallQuestion) -> tuple[int, str]:
+        self._say(question.prompt)
+        hint = ", ? hint" if question.hints else ""
+        answer = self._with_hints(question, f"your answer (Enter = just thought about it{hint}, q quits) >")
+        self.console.print()
+        self._say("Model answer", "bold green")
+        self._say(question.answer)
+        ticks = [point.matches(answer) for point in question.key_points]
+        self._say("Key points", "bold")
+        for point, ticked in zip(question.key_points, ticks):
+            self._say(f"  {'✓' if ticked else '·'} {point.text}", "green" if ticked else None)
+        self._common_wrong(question)
+        self._say(question.explanation, "dim")
+        default = suggest_rating(answer, question)
+        names = "  ".join(f"{n} {RATING_NAMES[n]}" for n in (AGAIN, HARD, GOOD, EASY))
+        suffix = f" [Enter = {default} {RATING_NAMES[default]}]" if default else ""
+        while True:
+            text = self._line(f"rate yourself: {names}{suffix} >").strip()
+            if not text and default:
+                return default, answer
+            if text in ("1", "2", "3", "4"):
+                return int(text), answer
+            self._say("type 1, 2, 3 or 4 (or q to quit)", "yellow")
+
+    def _choice(self, question: ChoiceQuestion) -> tuple[str, bool]:
+        self._say(question.prompt)
+        for i, option in enumerate(question.options):
+            self._say(f"  {letter(i)}) {option.text}")
+        how = "pick all that apply, e.g. a,c" if question.multiple else "one letter"
+        while True:
+            text = self._with_hints(question, f"your choice ({how}) >")
+            try:
+                picked = parse_choice(text, len(question.options), question.multiple)
+                break
+            except ValueError as exc:
+                self._say(str(exc), "yellow")
+        right = picked == question.correct_letters
+        self._verdict(right, "correct" if right else f"the answer is {', '.join(sorted(question.correct_letters))}")
+        for i, option in enumerate(question.options):
+            mark = letter(i)
+            if option.feedback and (mark in picked or option.correct):
+                flag = "✓" if option.correct else "✗"
+                self._say(f"  {flag} {mark}) {option.feedback}", "green" if option.correct else "red")
+        return ",".join(sorted(picked)), right
+
+    def _numeric(self, expected: float, unit: str, question: Question, wrong: list[tuple[float, str]]) -> tuple[str, bool]:
+        tolerance = question.tolerance  # type: ignore[attr-defined]
+        where = f"in {unit}" if unit else "a number"
+        while True:
+            text = self._with_hints(question, f"your answer ({where}) >")
+            try:
+                value = parse_answer(text, unit)
+                break
+            except AnswerFormatError as exc:
+                self._say(str(exc), "yellow")
+        right = tolerance.accepts(value, expected)
+        shown = format_with_unit(expected, unit)
+        if right:
+            self._verdict(True, f"correct: {shown}")
+        else:
+            self._verdict(False, f"you said {format_with_unit(value, unit)}; the answer is {shown} ({tolerance.describe()})")
+            for wrong_value, feedback in wrong:
+                if tolerance.accepts(value, wrong_value):
+                    self._say(f"  known mistake: {feedback}", "red")
+                    break
+        return text.strip(), right
+
+    def _parametric(self, question: ParametricQuestion) -> tuple[str, bool]:
+        env = parametric.draw(question, self.rng)
+        self._say(parametric.render(question, env))
+        expected = parametric.answer(question, env)
+        return self._numeric(expected, question.unit, question, parametric.wrong_values(question, env))
+
+    def _teach(self, question: Question) -> None:
+        self._common_wrong(question)
+        self._say(question.explanation, "dim")
+
+    def _common_wrong(self, question: Question) -> None:
+        if question.common_wrong:
+            self._say("Common wrong answers", "bold")
+            for item in question.common_wrong:
+                self._say(f"  ✗ {item.answer} — {item.why}", "red")
+
+    def _verdict(self, right: bool, text: str) -> None:
+        self._say(("✓ " if right else "✗ ") + text, "bold green" if right else "bold red")
+
+    # -- saving -----------------------------------------------------------
+
+    def _save(self, question: Question, rating: int, answer: str, began: float) -> None:
+        now = self.clock()
+        duration = int((time.monotonic() - began) * 1000)
+        if self.scheduler is None:
+            self.store.record_review(
+                question.id, rating, answer=answer, duration_ms=duration, topic=question.topic,
+                source="cram", reviewed_at=now.astimezone(timezone.utc).isoformat(),
+            )
+            return
+        outcome = self.scheduler.review(self.store.card_json(question.id), rating, now)
+        self.store.record_review(
+            question.id, rating, answer=answer, duration_ms=duration, card_json=outcome.card_json,
+            due=outcome.due.astimezone(timezone.utc).isoformat(), lapsed=outcome.lapsed,
+            topic=question.topic, source="quiz", reviewed_at=now.astimezone(timezone.utc).isoformat(),
+        )
+        if outcome.lapsed:
+            lapses = self.store.cards().get(question.id, {}).get("lapses", 0)
+            if lapses >= LEECH_LAPSES:
+                self._say(f"this card is a leech ({lapses} lapses): rewrite your notes on it or suspend it", "yellow")
+
+
+def suggest_rating(answer: str, question: RecallQuestion) -> int | None:
+    """Default rating from the share of checkable key points the typed answer hit.
+
+    None when there is nothing to go on (empty answer: the learner only
+    thought about it; or no key point has patterns): they must choose.
+    """
+    checkable = [p for p in question.key_points if p.patterns]
+    if not answer.strip() or not checkable:
+        return None
+    share = sum(p.matches(answer) for p in checkable) / len(checkable)
+    if share >= 1.0:
+        return GOOD
+    return HARD if share >= 0.5 else AGAIN
+
+
+def parse_choice(text: str, count: int, multiple: bool) -> frozenset[str]:
+    """`b`, `a,c`, `a c` or `A, C` -> letters; ValueError with a learner-facing message."""
+    parts = [p for p in text.replace(",", " ").replace(";", " ").lower().split() if p]
+    if len(parts) == 1 and len(parts[0]) > 1 and parts[0].isalpha() and multiple:
+        parts = list(parts[0])  # "ac"
+    valid = [letter(i) for i in range(count)]
+    if not parts:
+        raise ValueError(f"type a letter ({valid[0]}-{valid[-1]}), or q to quit")
+    bad = [p for p in parts if p not in valid]
+    if bad:
+        raise ValueError(f"'{bad[0]}' is not an option; choose from {', '.join(valid)}")
+    picked = frozenset(parts)
+    if not multiple and len(picked) > 1:
+        raise ValueError("this question has one right answer; pick one letter")
+    return picked
+
+
+def render_summary(console: Console, result: SessionResult, *, cram: bool, due_left: int | None) -> None:
+    """The one-screen end of a session."""
+    from rich.table import Table
+
+    console.print()
+    ended = {
+        "done": "Session complete",
+        "quit": "Session ended (q)",
+        "eof": "Session ended (end of input)",
+        "interrupt": "Session interrupted (Ctrl-C)",
+    }[result.ended_by]
+    console.print(Text(f"{ended} — {result.saved} review{'s' * (result.saved != 1)} saved" + (" (cram: schedule untouched)" if cram else ""), style="bold"))
+    if result.asked:
+        table = Table(show_header=False, box=None, padding=(0, 2))
+        for rating in (AGAIN, HARD, GOOD, EASY):
+            if result.ratings[rating]:
+                table.add_row(RATING_NAMES[rating], str(result.ratings[rating]))
+        if result.auto_right + result.auto_wrong:
+            table.add_row("auto-checked", f"{result.auto_right}/{result.auto_right + result.auto_wrong} right")
+        minutes, seconds = divmod(int(result.seconds), 60)
+        table.add_row("time", f"{minutes}m {seconds:02d}s")
+        console.print(table)
+        if result.missed:
+            console.print(Text("to revisit: " + ", ".join(result.missed), style="yellow"))
+    if due_left is not None:
+        console.print(Text(f"{due_left} card{'s' * (due_left != 1)} still due now", style="dim"))
