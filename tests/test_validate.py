@@ -71,7 +71,7 @@ def test_cli_lists_every_problem_and_exits_2() -> None:
 def test_cli_passes_a_good_bank_with_a_summary() -> None:
     result = runner.invoke(app, ["validate", str(GOOD)])
     assert result.exit_code == 0, result.output
-    assert "6 questions in 2 files: ok; recall 1, choice 2, numeric 2, parametric 1" in result.output
+    assert "8 questions in 2 files: ok; recall 1, choice 4, numeric 2, parametric 1" in result.output
 
 
 def test_cli_validates_a_single_file() -> None:
