@@ -1,0 +1,61 @@
+"""`drill stats`: works on an empty store; counts, retention and forecast come from the store."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from drill.cli import app
+from drill.quiz.stats import FORECAST_DAYS, HISTORY_DAYS, compute_stats
+from drill.store import Store
+
+runner = CliRunner()
+NOW = datetime.now(timezone.utc)
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("DRILL_HOME", str(tmp_path))
+    return tmp_path
+
+
+def test_empty_store(home: Path) -> None:
+    result = runner.invoke(app, ["stats"])
+    assert result.exit_code == 0, result.output
+    assert "No reviews yet" in result.output
+    assert "Reviews per day" in result.output and "Due in the next" in result.output
+
+
+def test_numbers_and_rendering(home: Path) -> None:
+    with Store(home / "progress.db") as store:
+        for i, rating in enumerate([1, 3, 3, 4]):
+            store.record_review(f"attn-q{i}", rating, card_json="{}", due=(NOW + timedelta(days=i)).isoformat(),
+                                topic="attention", reviewed_at=(NOW - timedelta(days=1)).isoformat())
+        for rating in (1, 1, 3):
+            store.record_review("moe-q", rating, topic="moe", source="cram", reviewed_at=NOW.isoformat())
+        reviews, cards = store.reviews(), store.cards()
+    stats = compute_stats(reviews, cards, NOW)
+    assert len(stats.per_day) == HISTORY_DAYS and len(stats.forecast) == FORECAST_DAYS
+    assert stats.per_day[-1][1] == 3 and stats.per_day[-2][1] == 4
+    retention = {r.topic: r.retention for r in stats.by_topic}
+    assert retention == {"attention": pytest.approx(0.75), "moe": pytest.approx(1 / 3)}
+    assert [r.topic for r in stats.weakest] == ["moe", "attention"]
+    assert [n for _, n in stats.forecast[:4]] == [1, 1, 1, 1]
+    result = runner.invoke(app, ["stats"])
+    assert result.exit_code == 0, result.output
+    assert "Weakest topics: moe (33%), attention (75%)" in result.output
+    assert "No leeches." in result.output
+
+
+def test_newer_store_is_refused(home: Path) -> None:
+    import sqlite3
+
+    db = sqlite3.connect(home / "progress.db")
+    db.execute("PRAGMA user_version = 999")
+    db.close()
+    result = runner.invoke(app, ["stats"])
+    assert result.exit_code == 2
+    assert "newer than this drill understands" in result.output
