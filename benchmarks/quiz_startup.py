@@ -1,0 +1,85 @@
+"""Start-up benchmark: `drill quiz -n 1` to the first question on screen, vs. importing Typer + Rich.
+
+Why this ratio: the quiz is opened dozens of times a day for a few cards; if
+it takes a second to show the first question people stop using it. The
+baseline is the cost any Typer/Rich CLI pays, so the ratio isolates what
+drill adds (bank loading, store, scheduling). Target: <= 2.0.
+
+Usage: python benchmarks/quiz_startup.py [--runs 7] [--bank PATH]
+Each run uses a fresh temporary DRILL_HOME that already holds a warm bank
+cache (the state every start after the first one sees); the first, cold start
+(YAML parsing + full validation) is reported separately.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+MARKER = b"Question 1/"
+
+
+def _drill_command() -> list[str]:
+    script = Path(sys.executable).with_name("drill")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "drill.cli"]
+
+
+def time_to_first_question(home: Path, bank: str | None) -> float:
+    args = [*_drill_command(), "quiz", "-n", "1", "--cram"] + (["--bank", bank] if bank else [])
+    env = {**os.environ, "DRILL_HOME": str(home), "PYTHONUNBUFFERED": "1"}
+    started = time.perf_counter()
+    proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    seen = b""
+    assert proc.stdout is not None
+    while MARKER not in seen:
+        chunk = proc.stdout.read1(4096)  # type: ignore[attr-defined]
+        if not chunk:
+            proc.wait()
+            raise SystemExit(f"drill quiz ended before showing a question:\n{seen.decode()}\n{proc.stderr.read().decode()}")  # type: ignore[union-attr]
+        seen += chunk
+    elapsed = time.perf_counter() - started
+    proc.communicate(b"q\n")
+    return elapsed
+
+
+def time_baseline() -> float:
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import typer, rich.console"], check=True)
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--bank", default=None, help="question folder (default: the shipped bank)")
+    args = parser.parse_args()
+    template = Path(tempfile.mkdtemp(prefix="drill-bench-"))
+    try:
+        cold = time_to_first_question(template, args.bank)  # builds the bank cache
+        baseline = statistics.median(time_baseline() for _ in range(args.runs))
+        warm_runs = []
+        for i in range(args.runs):
+            home = template.parent / f"{template.name}-{i}"
+            shutil.copytree(template / "cache", home / "cache")
+            try:
+                warm_runs.append(time_to_first_question(home, args.bank))
+            finally:
+                shutil.rmtree(home, ignore_errors=True)
+        warm = statistics.median(warm_runs)
+    finally:
+        shutil.rmtree(template, ignore_errors=True)
+    print(f"baseline  python -c 'import typer, rich.console': median {baseline * 1000:.0f} ms ({args.runs} runs)")
+    print(f"drill quiz -n 1, first question (warm cache): median {warm * 1000:.0f} ms ({args.runs} runs)")
+    print(f"drill quiz -n 1, first question (cold, builds cache): {cold * 1000:.0f} ms")
+    print(f"ratio warm/baseline: {warm / baseline:.2f} (target <= 2.0)")
+
+
+if __name__ == "__main__":
+    main()
