@@ -7,6 +7,7 @@ and so a version bump means editing one file.
 from __future__ import annotations
 
 import functools
+import os
 from typing import Any
 
 import torch
@@ -54,8 +55,14 @@ def liger_ops() -> dict[str, Any]:
     return ops
 
 
+def liger_enabled() -> bool:
+    """liger kernels are opt-in (`DRILL_USE_LIGER=1`): PyTorch's own fused ops are the default
+    ground truth, and a third-party Triton kernel should not change a verdict unasked."""
+    return os.environ.get("DRILL_USE_LIGER", "") == "1"
+
+
 def use_liger(x: torch.Tensor, op: str) -> Any | None:
-    """The liger autograd function for `op` if `x` is on CUDA and liger is installed."""
-    if not x.is_cuda:
+    """The liger autograd function for `op` if enabled, `x` is on CUDA and liger is installed."""
+    if not (x.is_cuda and liger_enabled()):
         return None
     return liger_ops().get(op)

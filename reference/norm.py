@@ -26,9 +26,9 @@ def _check_eps(eps: float) -> None:
 def rms_norm(x: Tensor, weight: Tensor, eps: float, impl: str | None = None) -> Tensor:
     """RMS-normalise x over its last dim and scale by `weight` (dim,); returns x.dtype.
 
-    "math" does everything in fp32 and rounds once. "fused" uses liger-kernel
-    on CUDA when installed, else `F.rms_norm` (which also upcasts internally);
-    both may round the normalised value to x.dtype before the weight multiply,
+    "math" does everything in fp32 and rounds once. "fused" uses `F.rms_norm`
+    (which also upcasts internally), or liger-kernel on CUDA when installed
+    and DRILL_USE_LIGER=1; both may round the normalised value to x.dtype before the weight multiply,
     as Hugging Face does, so in half precision they differ from "math" by an ulp.
     """
     _check_eps(eps)
@@ -42,7 +42,9 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float, impl: str | None = None) -> 
     w = weight.to(x.dtype)
     if liger is not None:
         shape = x.shape
-        out = liger.apply(x.reshape(-1, shape[-1]), w, eps, 0.0, "llama")
+        # in_place=False: liger would otherwise overwrite the incoming gradient,
+        # which the residual branch still needs.
+        out = liger.apply(x.reshape(-1, shape[-1]).contiguous(), w, eps, 0.0, "llama", False)
         return out.reshape(shape)
     if _compat.has_fused_rms_norm():
         return F.rms_norm(x, (x.shape[-1],), w, eps).to(x.dtype)

@@ -158,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"torch {torch.__version__}; enable_gqa: {_compat.sdpa_has_enable_gqa()}")
     if cuda:
         liger = ", ".join(sorted(_compat.liger_ops())) or "not installed"
+        liger += "" if _compat.liger_enabled() else " (off; DRILL_USE_LIGER=1 to test it)"
         print(f"device: {torch.cuda.get_device_name()}; fused bf16 vs math fp32; SDPA math kernel disabled; liger: {liger}")
     else:
         print("CUDA not available: comparing fused vs math in fp32 on the CPU")
