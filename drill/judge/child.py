@@ -1,0 +1,355 @@
+"""The grader's child process: runs a learner's file on inputs from the parent.
+
+Run as a script (`python -I child.py WORKDIR`), never imported by drill: it
+imports only the standard library and torch, so it starts as fast as torch
+does and nothing of drill (the reference answers included) is loaded in the
+process that runs untrusted code.
+
+Protocol (all files live in WORKDIR, created by the parent):
+- The child imports torch at once, then blocks on stdin for the job (JSON),
+  so its start-up overlaps the parent's own work.
+- Inputs come from `inputs.pt` (tensors by key, loaded weights_only).
+- For each case i it appends {"event": "start", "case": i} and then an
+  "end" record to `status.jsonl`, and saves the learner's output tensors to
+  `out_<i>.pt` (plain tensors only). The parent compares those tensors with
+  its own expectations; nothing the child writes can make a case pass except
+  tensors that really equal the reference.
+- Status records only ever explain failures (exception type and message,
+  the learner's line, a forbidden op's name).
+
+Sandboxing done here (the limits are set by the parent before exec):
+- forbidden ops trapped with a TorchFunctionMode (torch functions, whatever
+  alias reached them) and a TorchDispatchMode (aten ops, e.g. the kernels
+  behind SDPA); forbidden classes trapped at construction;
+- `import drill` blocked with a meta-path hook;
+- the trap raises a BaseException subclass, so `except Exception` in the
+  learner's code cannot swallow it, and it is also recorded, so even a bare
+  `except:` does not hide it.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib.abc
+import importlib.util
+import json
+import os
+import sys
+import time
+import traceback
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+WORK = ""
+LEARNER = ""
+TRIPPED: list[dict] = []
+
+
+class ForbiddenOp(BaseException):
+    """Raised by a trap; BaseException so `except Exception` cannot hide it."""
+
+    def __init__(self, op: str, line: int | None, source: str | None) -> None:
+        super().__init__(f"{op} is forbidden in this exercise")
+        self.op = op
+        self.line = line
+        self.source = source
+
+
+class ContractError(Exception):
+    """The learner's object does not fit the contract (missing attribute, wrong shape...)."""
+
+    def __init__(self, status: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def learner_line_of_stack() -> tuple[int | None, str | None]:
+    """Innermost frame of the running stack that lies in the learner's file."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_filename == LEARNER:
+            return frame.f_lineno, _source_line(frame.f_lineno)
+        frame = frame.f_back
+    return None, None
+
+
+def learner_line_of_tb(tb) -> tuple[int | None, str | None]:
+    """Innermost traceback entry in the learner's file."""
+    line = None
+    for entry in traceback.extract_tb(tb):
+        if entry.filename == LEARNER:
+            line = entry.lineno
+    return line, (_source_line(line) if line else None)
+
+
+def _source_line(lineno: int) -> str | None:
+    try:
+        with open(LEARNER, encoding="utf-8", errors="replace") as fh:
+            for i, text in enumerate(fh, 1):
+                if i == lineno:
+                    return text.strip()[:200]
+    except OSError:
+        pass
+    return None
+
+
+def trip(op: str) -> None:
+    line, source = learner_line_of_stack()
+    TRIPPED.append({"op": op, "line": line, "source": source})
+    raise ForbiddenOp(op, line, source)
+
+
+def _op_name(func) -> str:
+    """'scaled_dot_product_attention' for functions, OpOverloads and packets alike."""
+    name = getattr(func, "__name__", None) or str(func)
+    name = name.split(".")[0] if not name.startswith("_ops.") else name
+    return name
+
+
+class FunctionTrap(TorchFunctionMode):
+    def __init__(self, patterns: list[str]) -> None:
+        super().__init__()
+        self.patterns = patterns
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = _op_name(func)
+        if any(fnmatch.fnmatchcase(name, p) for p in self.patterns):
+            trip(name)
+        return func(*args, **(kwargs or {}))
+
+
+class DispatchTrap(TorchDispatchMode):
+    def __init__(self, patterns: list[str]) -> None:
+        super().__init__()
+        self.patterns = patterns
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        # func is an OpOverload such as aten._scaled_dot_product_flash_attention_for_cpu.default
+        name = getattr(func, "__name__", str(func)).split(".")[0]
+        if any(fnmatch.fnmatchcase(name, p) for p in self.patterns):
+            trip("aten." + name)
+        return func(*args, **(kwargs or {}))
+
+
+class BlockDrill(importlib.abc.MetaPathFinder):
+    """The learner's file may not import drill (its reference holds the answers)."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname == "drill" or fullname.startswith("drill."):
+            trip(f"import {fullname}")
+        return None
+
+
+def trap_classes(names: list[str]) -> None:
+    for dotted in names:
+        mod_name, _, cls_name = dotted.rpartition(".")
+        try:
+            cls = getattr(sys.modules.get(mod_name) or importlib.import_module(mod_name), cls_name)
+        except (ImportError, AttributeError):
+            continue
+
+        def blocked_init(self, *a, _name=dotted.replace("torch.nn.", "nn."), **k):
+            trip(_name)
+
+        cls.__init__ = blocked_init
+
+
+def record(event: dict) -> None:
+    with open(os.path.join(WORK, "status.jsonl"), "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(event) + "\n")
+
+
+def plain(t: torch.Tensor) -> torch.Tensor:
+    """A detached, contiguous, CPU, plain-class copy (no subclass survives the trip)."""
+    return t.as_subclass(torch.Tensor).detach().to("cpu").contiguous().clone()
+
+
+def type_name(obj) -> str:
+    t = type(obj)
+    return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__name__}"
+
+
+def resolve_attr(obj, path: str, owner: str):
+    cur = obj
+    walked = owner
+    for part in path.split("."):
+        if not hasattr(cur, part):
+            raise ContractError("missing_name", f"{walked} has no attribute `{part}` (the contract needs `{owner}.{path}`)")
+        cur = getattr(cur, part)
+        walked += "." + part
+    return cur
+
+
+def run_case(mod, case: dict, tensors: dict) -> dict:
+    """Run one case; return the tensors to save. Raises on any learner failure."""
+    target = case["target"]
+    fn = getattr(mod, target)
+    if case["kind"] == "map":
+        values = []
+        for row in case["rows"]:
+            got = fn(*row)
+            if isinstance(got, bool) or not isinstance(got, int):
+                raise ContractError("wrong_type", f"{target}{tuple(row)} returned {type_name(got)} ({got!r:.60}) instead of an int")
+            values.append(int(got))
+        return {"out": torch.tensor(values, dtype=torch.int64)}
+
+    def value(spec):
+        if isinstance(spec, dict) and "t" in spec:
+            return tensors[spec["t"]].clone()
+        return spec["v"] if isinstance(spec, dict) else spec
+
+    args = [value(a) for a in case["args"]]
+    grad_names = case.get("grad_inputs", [])
+    for name, i in zip(case["arg_names"], range(len(args))):
+        if name in grad_names:
+            args[i].requires_grad_(True)
+    module = None
+    if case["kind"] == "module":
+        module = fn(*[value(a) for a in case["init"]])
+        if not isinstance(module, torch.nn.Module):
+            raise ContractError("wrong_type", f"{target}(...) built a {type_name(module)}, not an nn.Module")
+        if case.get("module_dtype"):
+            module.to(getattr(torch, case["module_dtype"]))
+        for path, key in case["params"].items():
+            p = resolve_attr(module, path, target)
+            if not isinstance(p, torch.Tensor):
+                raise ContractError("wrong_type", f"{target}.{path} is a {type_name(p)}, not a tensor")
+            want = tensors[key]
+            if tuple(p.shape) != tuple(want.shape):
+                raise ContractError(
+                    "wrong_shape",
+                    f"{target}.{path} has shape {tuple(p.shape)}, the contract needs {tuple(want.shape)}",
+                )
+            with torch.no_grad():
+                p.copy_(want.to(p.dtype))
+        out = module(*args)
+    else:
+        out = fn(*args)
+    if not isinstance(out, torch.Tensor):
+        raise ContractError("wrong_type", f"{target} returned {type_name(out)} instead of a tensor")
+    result = {"out": plain(out)}
+    if case.get("upstream"):
+        up = tensors[case["upstream"]]
+        grad_error = None
+        if not out.requires_grad:
+            grad_error = "the output is not connected to the inputs' autograd graph"
+        elif tuple(out.shape) == tuple(up.shape):
+            try:
+                out.backward(up.to(out.dtype))
+            except ForbiddenOp:
+                raise
+            except Exception as exc:  # the learner's backward failed
+                grad_error = f"backward raised {type(exc).__name__}: {str(exc)[:200]}"
+        else:
+            grad_error = "output shape differs, gradients not computed"
+        if grad_error is None:
+            for name, i in zip(case["arg_names"], range(len(args))):
+                if name in grad_names and args[i].grad is not None:
+                    result["input:" + name] = plain(args[i].grad)
+            if case.get("grad_params") and module is not None:
+                for path in case["params"]:
+                    g = resolve_attr(module, path, target).grad
+                    if g is not None:
+                        result["param:" + path] = plain(g)
+        result["__grad_error__"] = torch.tensor([1 if grad_error else 0])
+        if grad_error:
+            record({"event": "grad_error", "case": case["index"], "message": grad_error})
+    return result
+
+
+def classify(exc: BaseException) -> dict:
+    """Turn a learner exception into a status record (the parent picks the diagnosis)."""
+    line, source = learner_line_of_tb(exc.__traceback__)
+    text = str(exc)
+    if isinstance(exc, ForbiddenOp):
+        return {"status": "forbidden_op", "op": exc.op, "line": exc.line, "source": exc.source, "message": text}
+    if isinstance(exc, ContractError):
+        return {"status": exc.status, "message": text, "line": line, "source": source}
+    if isinstance(exc, NotImplementedError):
+        return {"status": "not_implemented", "message": text, "line": line, "source": source}
+    if isinstance(exc, SystemExit):
+        return {"status": "crashed", "message": f"raised SystemExit({exc.code!r})", "line": line, "source": source}
+    if isinstance(exc, MemoryError) or "can't allocate memory" in text or "not enough memory" in text:
+        return {"status": "memory_limit", "message": text[:300], "line": line, "source": source}
+    return {
+        "status": "exception",
+        "type": type(exc).__name__,
+        "message": text[:500],
+        "line": line,
+        "source": source,
+    }
+
+
+def main() -> None:
+    global WORK, LEARNER
+    WORK = sys.argv[1]
+    torch.set_num_threads(1)
+    job = json.loads(sys.stdin.read())
+    LEARNER = os.path.realpath(job["learner"])
+    tensors = torch.load(os.path.join(WORK, "inputs.pt"), weights_only=True)
+
+    sys.meta_path.insert(0, BlockDrill())
+    trap_classes(job.get("forbidden_classes", []))
+    patterns = job.get("forbidden", [])
+    sys.path.insert(0, os.path.dirname(LEARNER))
+
+    def guarded(action):
+        """Run action with the traps on; return (value, failure record or None)."""
+        TRIPPED.clear()
+        try:
+            with FunctionTrap(patterns), DispatchTrap(patterns):
+                value = action()
+        except BaseException as exc:  # noqa: BLE001 - everything the learner raises is data
+            failure = classify(exc)
+            if TRIPPED and failure["status"] != "forbidden_op":
+                failure = {"status": "forbidden_op", **TRIPPED[0], "message": f"{TRIPPED[0]['op']} is forbidden"}
+            return None, failure
+        if TRIPPED:
+            return None, {"status": "forbidden_op", **TRIPPED[0], "message": f"{TRIPPED[0]['op']} is forbidden"}
+        return value, None
+
+    def load():
+        spec = importlib.util.spec_from_file_location("learner_solution", LEARNER)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules["learner_solution"] = mod
+        spec.loader.exec_module(mod)
+        return mod
+
+    record({"event": "load"})
+    mod, failure = guarded(load)
+    if failure is not None:
+        if isinstance(failure.get("message"), str) and failure["status"] == "exception" and failure.get("type") == "SyntaxError":
+            failure["status"] = "syntax_error"
+        record({"event": "load_error", **failure})
+        record({"event": "done"})
+        os._exit(0)
+    missing = [name for name in job["graded"] if not hasattr(mod, name)]
+    if missing:
+        record({"event": "load_error", "status": "missing_name", "message": f"{', '.join(missing)} not defined", "names": missing})
+        record({"event": "done"})
+        os._exit(0)
+    record({"event": "loaded"})
+
+    for case in job["cases"]:
+        i = case["index"]
+        record({"event": "start", "case": i})
+        t0 = time.perf_counter()
+        result, failure = guarded(lambda: run_case(mod, case, tensors))
+        elapsed = time.perf_counter() - t0
+        if failure is None:
+            try:
+                torch.save(result, os.path.join(WORK, f"out_{i}.pt"))
+            except BaseException as exc:  # noqa: BLE001
+                failure = {"status": "exception", "type": type(exc).__name__, "message": f"could not save the output: {exc}"[:300]}
+        record({"event": "end", "case": i, "elapsed": elapsed, **(failure or {"status": "ok"})})
+    record({"event": "done"})
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip atexit handlers and finalizers the learner may have registered.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

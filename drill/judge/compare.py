@@ -1,0 +1,125 @@
+"""Tensor comparison in the parent: the only place a verdict is made.
+
+The rule for one output tensor, in order:
+1. shape must equal the expected shape, dtype must equal the required dtype;
+2. wherever the fp32 reference is finite, the output must be finite (NaN/inf
+   in a half-precision result is a failure even if "close" elsewhere);
+3. on the elements the case cares about (`care`, default all), elementwise
+   |got - expected| <= atol * max(1, max|expected|) + rtol * |expected|,
+   computed in float64 so the check itself cannot overflow.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from drill.judge.spec import Tolerance
+
+
+@dataclass
+class Comparison:
+    ok: bool
+    reason: str  # "" when ok; else "shape" | "dtype" | "nonfinite" | "values"
+    message: str
+    max_abs: float | None = None
+    max_rel: float | None = None
+    worst_index: tuple[int, ...] | None = None
+    worst_got: float | None = None
+    worst_expected: float | None = None
+
+
+def dtype_name(dtype: Any) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def compare(
+    got: torch.Tensor,
+    expected: torch.Tensor,
+    tol: Tolerance,
+    *,
+    care: torch.Tensor | None = None,
+    dtype: torch.dtype | None = None,
+    ignore: torch.Tensor | None = None,
+    what: str = "output",
+) -> Comparison:
+    """Compare `got` with `expected` (see the module docstring).
+
+    `ignore` (bool, same shape) removes elements from every check; bug
+    matching uses it for elements a variant cannot predict.
+    """
+    if tuple(got.shape) != tuple(expected.shape):
+        return Comparison(False, "shape", f"{what} has shape {tuple(got.shape)}, expected {tuple(expected.shape)}")
+    if dtype is not None and got.dtype != dtype:
+        return Comparison(False, "dtype", f"{what} has dtype {dtype_name(got.dtype)}, expected {dtype_name(dtype)}")
+    if got.is_complex() or expected.is_complex():
+        return Comparison(False, "dtype", f"{what} is complex")
+    g = got.detach().to(torch.float64)
+    e = expected.detach().to(torch.float64)
+    keep = torch.ones_like(e, dtype=torch.bool) if ignore is None else ~ignore
+    exp_finite = torch.isfinite(e)
+    bad_finite = exp_finite & ~torch.isfinite(g) & keep
+    # Where the expectation itself is NaN/inf (a bug variant), the output must match it exactly.
+    nonfinite_mismatch = ~exp_finite & keep & ~(_same_nonfinite(g, e))
+    cared = keep & (care if care is not None else torch.ones_like(keep))
+    region = cared & exp_finite & torch.isfinite(g)
+    abs_err = torch.where(region, (g - e).abs(), torch.zeros_like(e))
+    scale = max(1.0, float(e[exp_finite & keep].abs().max()) if bool((exp_finite & keep).any()) else 1.0)
+    allowed = tol.atol * scale + tol.rtol * e.abs()
+    over = region & (abs_err > allowed)
+    rel = torch.where(region, abs_err / e.abs().clamp_min(1e-12), torch.zeros_like(e))
+    max_abs = float(abs_err.max()) if abs_err.numel() else 0.0
+    max_rel = float(rel.max()) if rel.numel() else 0.0
+    if bool(bad_finite.any()) or bool(nonfinite_mismatch.any()):
+        bad = bad_finite | nonfinite_mismatch
+        idx = _first(bad)
+        n = int(bad.sum())
+        return Comparison(
+            False,
+            "nonfinite",
+            f"{what} has {n} NaN/inf value{'s' if n != 1 else ''} where finite values were expected (first at {list(idx)})"
+            if bool(bad_finite.any())
+            else f"{what} is finite where NaN/inf was expected (first at {list(idx)})",
+            max_abs,
+            max_rel,
+            idx,
+            float(g[idx]),
+            float(e[idx]),
+        )
+    if bool(over.any()):
+        excess = torch.where(over, abs_err - allowed, torch.full_like(e, -1.0))
+        idx = _unravel(int(excess.argmax()), tuple(e.shape))
+        n = int(over.sum())
+        return Comparison(
+            False,
+            "values",
+            f"{what}: {n} of {int(region.sum())} values outside tolerance; worst at {list(idx)}: "
+            f"got {float(g[idx]):.6g}, expected {float(e[idx]):.6g}",
+            max_abs,
+            max_rel,
+            idx,
+            float(g[idx]),
+            float(e[idx]),
+        )
+    return Comparison(True, "", "", max_abs, max_rel)
+
+
+def _same_nonfinite(g: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
+    both_nan = torch.isnan(g) & torch.isnan(e)
+    same_inf = torch.isinf(g) & torch.isinf(e) & (torch.sign(g) == torch.sign(e))
+    return both_nan | same_inf
+
+
+def _first(mask: torch.Tensor) -> tuple[int, ...]:
+    flat = int(mask.reshape(-1).to(torch.uint8).argmax())
+    return _unravel(flat, tuple(mask.shape))
+
+
+def _unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    idx = []
+    for size in reversed(shape):
+        idx.append(flat % size if size else 0)
+        flat = flat // size if size else 0
+    return tuple(reversed(idx))

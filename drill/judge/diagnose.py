@@ -1,0 +1,213 @@
+"""Naming the mistake behind a failed check.
+
+Two sources of evidence, both computed in the parent:
+- what the child observed (an exception and its message, a forbidden op, a
+  limit), mapped to a generic diagnosis or, via the spec's `exception_bugs`,
+  to a specific one (e.g. the fp16 fill-overflow message);
+- the learner's output tensors, matched against the spec's known-bug
+  variants of the reference, recomputed on the same inputs.
+
+A variant is accepted only if it is *consistent* with every case that
+returned a tensor (the learner fails a case exactly when the variant fails
+it, and where both fail their outputs agree) and explains at least one
+failure. One lucky match cannot win, and a passing solution is never
+diagnosed because `diagnose` is only called on failures. When nothing fits,
+the diagnosis is `unknown` and the worst mismatch is shown instead of a guess.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from drill.judge.spec import Bug, Case, Diagnosis, Spec
+
+GENERIC: dict[str, Diagnosis] = {
+    d.id: d
+    for d in [
+        Diagnosis("not_implemented", "Not implemented yet", "The graded code still raises NotImplementedError.",
+                  "Replace the `raise NotImplementedError` lines with your implementation."),
+        Diagnosis("syntax_error", "Syntax error", "Python could not parse the file, so nothing could run.",
+                  "Fix the line shown (run `python FILE` to see the same error)."),
+        Diagnosis("missing_name", "Graded name missing", "The file does not define a name (or attribute) the contract requires.",
+                  "Define it with exactly the name and attributes given in the starter file."),
+        Diagnosis("forbidden_op", "Forbidden library op", "The exercise asks for a from-scratch version, and this call is the library's ready-made answer.",
+                  "Replace the call on the line shown with your own tensor operations."),
+        Diagnosis("time_limit", "Wall-clock limit reached", "The code did not finish in time (an endless loop, a sleep, or something far too slow).",
+                  "Look for loops that never end or waits; vectorise Python loops over elements."),
+        Diagnosis("cpu_limit", "CPU-time limit reached", "The code used more CPU time than allowed (usually an endless or very slow loop).",
+                  "Look for a loop that never ends; vectorise Python loops over elements."),
+        Diagnosis("memory_limit", "Memory limit reached", "The code allocated more memory than allowed.",
+                  "Avoid materialising huge intermediates; check shapes of what you allocate."),
+        Diagnosis("crashed", "The process ended early", "The graded code exited, was killed, or left processes behind instead of returning results.",
+                  "Do not call exit()/os._exit or start processes in graded code; return the result instead."),
+        Diagnosis("exception", "Your code raised an exception", "An exception escaped the graded code on at least one hidden test.",
+                  "Reproduce with the shapes shown (--verbose) and fix the line shown."),
+        Diagnosis("wrong_type", "Wrong return type", "The graded code returned something other than what the contract requires.",
+                  "Return a torch.Tensor (keep everything in torch; no .tolist(), .numpy() or tuples)."),
+        Diagnosis("wrong_shape", "Wrong shape", "An output or parameter has a different shape from the contract's.",
+                  "Check the shape the contract gives; print .shape at each step with the --verbose inputs."),
+        Diagnosis("wrong_dtype", "Wrong output dtype", "The output's dtype differs from the input's (e.g. fp32 returned for fp16 input).",
+                  "Cast the result back with .to(x.dtype) after computing in fp32."),
+        Diagnosis("grad_broken", "Gradients do not flow", "The forward result is right, but gradients are missing or wrong (detach, no_grad, NumPy, or in-place edits).",
+                  "Keep every step in differentiable torch ops; no .detach(), torch.no_grad() or NumPy round trips."),
+        Diagnosis("half_nonfinite", "NaN/inf in half precision", "With fp16/bf16 inputs the result has NaN or inf where the fp32 reference is finite.",
+                  "Compute the sensitive steps (sums, exp, fills) in fp32 or with dtype-aware constants, then cast back."),
+        Diagnosis("unknown", "Mismatch with the reference", "The output differs from the reference and matches none of the known mistakes.",
+                  "Compare by hand on the worst element shown; rerun with --seed and --verbose."),
+    ]
+}
+
+HALF_DTYPES = ("float16", "bfloat16")
+
+
+@dataclass
+class CaseEval:
+    """Everything the parent knows about one case after the run."""
+
+    case: Case
+    status: str  # ok | not_run | exception | not_implemented | forbidden_op | wrong_type | ...
+    record: dict[str, Any] = field(default_factory=dict)
+    got: Any = None  # output tensor when the child returned one
+    forward: Any = None  # Comparison of got vs expected
+    grads: dict[str, Any] = field(default_factory=dict)  # key -> Comparison
+    grad_error: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return (
+            self.status == "ok"
+            and self.forward is not None
+            and self.forward.ok
+            and self.grad_error is None
+            and all(c.ok for c in self.grads.values())
+        )
+
+
+@dataclass
+class Verdict:
+    diagnosis: Diagnosis
+    detail: str  # the specific evidence: op and line, the exception, the worst mismatch
+
+
+def where(record: dict[str, Any]) -> str:
+    line, source = record.get("line"), record.get("source")
+    if not line:
+        return ""
+    return f" (line {line}: {source})" if source else f" (line {line})"
+
+
+def diagnose_cases(spec: Spec, evals: list[CaseEval], tolerance_of: Any) -> Verdict:
+    """Pick the diagnosis for a run whose cases did not all pass."""
+    by_status: dict[str, list[CaseEval]] = {}
+    for ev in evals:
+        by_status.setdefault(ev.status, []).append(ev)
+
+    for status in ("forbidden_op", "not_implemented", "memory_limit", "crashed", "missing_name"):
+        if status in by_status:
+            ev = by_status[status][0]
+            rec = ev.record
+            detail = rec.get("message", "")
+            if status == "forbidden_op":
+                detail = f"{rec.get('op')} called{where(rec)}"
+            elif status in ("crashed", "memory_limit"):
+                detail = f"{detail} in test '{ev.case.name}'{where(rec)}"
+            return Verdict(GENERIC[status], detail)
+
+    # Exception messages that prove a specific bug.
+    for ev in by_status.get("exception", []):
+        message = ev.record.get("message", "")
+        for needle, diagnosis in spec.exception_bugs:
+            if needle in message:
+                return Verdict(diagnosis, f"{ev.record.get('type')}: {message}{where(ev.record)} in test '{ev.case.name}'")
+
+    tensor_evals = [ev for ev in evals if ev.status == "ok" and ev.forward is not None and ev.forward.reason != "shape"]
+    bug = match_bug(spec, tensor_evals, tolerance_of)
+    if bug is not None:
+        return bug
+
+    for status, reason in (("wrong_type", None), ("wrong_shape", "shape")):
+        if status in by_status:
+            ev = by_status[status][0]
+            return Verdict(GENERIC[status], ev.record.get("message", ""))
+        for ev in evals:
+            if reason and ev.forward is not None and ev.forward.reason == reason:
+                return Verdict(GENERIC[status], f"{ev.forward.message} in test '{ev.case.name}'")
+    for ev in evals:
+        if ev.forward is not None and ev.forward.reason == "dtype":
+            return Verdict(GENERIC["wrong_dtype"], f"{ev.forward.message} in test '{ev.case.name}'")
+
+    failing_fw = [ev for ev in evals if ev.forward is not None and not ev.forward.ok]
+    if failing_fw and all(
+        ev.forward.reason == "nonfinite" and ev.case.ctx.get("dtype") in HALF_DTYPES for ev in failing_fw
+    ):
+        ev = failing_fw[0]
+        return Verdict(GENERIC["half_nonfinite"], f"{ev.forward.message} in test '{ev.case.name}'")
+
+    if "exception" in by_status:
+        ev = by_status["exception"][0]
+        rec = ev.record
+        return Verdict(
+            GENERIC["exception"], f"{rec.get('type')}: {rec.get('message')}{where(rec)} in test '{ev.case.name}'"
+        )
+
+    if not failing_fw:
+        for ev in evals:
+            if ev.grad_error is not None:
+                return Verdict(GENERIC["grad_broken"], f"{ev.grad_error} in test '{ev.case.name}'")
+            bad = [c for c in ev.grads.values() if not c.ok]
+            if bad:
+                return Verdict(GENERIC["grad_broken"], f"{bad[0].message} in test '{ev.case.name}'")
+
+    if failing_fw:
+        ev = max(failing_fw, key=lambda e: e.forward.max_abs or 0.0)
+        return Verdict(GENERIC["unknown"], f"{ev.forward.message} in test '{ev.case.name}'")
+    for ev in evals:
+        if ev.status == "not_run":
+            return Verdict(GENERIC["crashed"], f"test '{ev.case.name}' did not run")
+    return Verdict(GENERIC["unknown"], "the run failed without a recognisable cause")
+
+
+def match_bug(spec: Spec, evals: list[CaseEval], tolerance_of: Any) -> Verdict | None:
+    """The known-bug variant consistent with every tensor-returning case, if one is."""
+    from drill.judge.compare import compare
+
+    if not evals or all(ev.forward.ok for ev in evals):
+        return None
+    best: tuple[int, Bug] | None = None
+    for bug in spec.bugs:
+        explained = 0
+        consistent = True
+        for ev in evals:
+            case = ev.case
+            try:
+                produced = bug.fn(case)
+            except Exception:  # noqa: BLE001 - a variant that cannot run on this case says nothing
+                produced = None
+            tol = tolerance_of(case)
+            if produced is None:
+                variant, unknown = None, None
+            elif isinstance(produced, tuple):
+                variant, unknown = produced
+            else:
+                variant, unknown = produced, None
+            learner_ok = compare(ev.got, case.expected, tol, care=case.care, ignore=unknown).ok
+            if variant is None:
+                variant_ok = True
+            else:
+                variant_ok = compare(variant, case.expected, tol, care=case.care, ignore=unknown).ok
+            if learner_ok != variant_ok:
+                consistent = False
+                break
+            if not learner_ok:
+                if not compare(ev.got, variant, tol, care=case.care, ignore=unknown).ok:
+                    consistent = False
+                    break
+                explained += 1
+        if consistent and explained and (best is None or explained > best[0]):
+            best = (explained, bug)
+    if best is None:
+        return None
+    n, bug = best
+    label = f" ({bug.label})" if bug.label else ""
+    return Verdict(bug.diagnosis, f"your output matches this mistake{label} on {n} failing test{'s' if n != 1 else ''}")

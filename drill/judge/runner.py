@@ -1,0 +1,306 @@
+"""Spawning and policing the child process that runs a learner's file.
+
+Limits, and why each is done this way:
+- wall clock: the parent waits with a deadline (counted from the moment the
+  job is sent, so the child's `import torch` does not eat the learner's time;
+  start-up has its own, generous deadline) and then kills the whole process
+  group with SIGKILL;
+- CPU time: RLIMIT_CPU in the child (SIGXCPU at the soft limit, SIGKILL one
+  second later), so a busy loop ends even if the parent is slow to notice;
+- memory: RLIMIT_DATA, not RLIMIT_AS. Measured on torch 2.13 CPU: importing
+  torch maps far more virtual address space than it touches (thread arenas,
+  library reservations), so an address-space cap either kills the import or
+  is too loose; RLIMIT_DATA counts private writable memory (malloc, big
+  tensors) and `import torch` needs about 220 MB of it. An allocation past
+  the limit fails inside the child (torch raises "can't allocate memory",
+  Python raises MemoryError). As a second line the parent polls the resident
+  memory of the child and its descendants every 50 ms and kills past the
+  limit (covers memory outside RLIMIT_DATA's view, e.g. a forked helper
+  each within its own limit);
+- escapes: the child gets its own session (`start_new_session=True`) and an
+  environment token; after the run, the group is killed and every process of
+  this user that still carries the token (a grandchild that called setsid,
+  a double-forked daemon) is found in /proc and killed too. A learner who
+  leaves such a process behind fails the run.
+
+Nothing here trusts the child: its exit code, its status file and its output
+tensors are read as data, and a missing or garbled record is a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+CHILD_SCRIPT = Path(__file__).with_name("child.py")
+TOKEN_VAR = "DRILL_JUDGE_TOKEN"
+STARTUP_GRACE_S = 120.0  # import torch on a loaded machine; not the learner's time
+POLL_S = 0.05
+OUTPUT_CAP_BYTES = 64 * 2**20  # RLIMIT_FSIZE: printed output and saved tensors
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits for one graded run (the CLI's --timeout/--cpu-time/--memory-mb)."""
+
+    timeout_s: float = 60.0
+    cpu_s: float = 60.0
+    memory_mb: int = 2048
+
+
+@dataclass
+class RunOutcome:
+    """What happened to the child, as observed by the parent."""
+
+    events: list[dict[str, Any]]
+    returncode: int | None
+    killed_for: str | None  # "time_limit" | "cpu_limit" | "memory_limit" | "startup" | None
+    cpu_s: float
+    wall_s: float
+    leftovers: list[int] = field(default_factory=list)
+    output_tail: str = ""
+
+    @property
+    def finished(self) -> bool:
+        return any(e.get("event") == "done" for e in self.events)
+
+
+def _set_limits(limits: Limits) -> None:
+    """preexec_fn: runs in the child between fork and exec."""
+    cpu = max(1, int(round(limits.cpu_s)))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    data = int(limits.memory_mb) * 2**20
+    resource.setrlimit(resource.RLIMIT_DATA, (data, data))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (OUTPUT_CAP_BYTES, OUTPUT_CAP_BYTES))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+class Child:
+    """A started child, waiting for its job. Start it as early as possible."""
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        self.workdir = Path(tempfile.mkdtemp(prefix="drill-check-"))
+        self.token = uuid.uuid4().hex
+        env = {k: v for k, v in os.environ.items() if not k.startswith("DRILL_")}
+        env[TOKEN_VAR] = self.token
+        # One thread: small cases, a shared machine, and deterministic CPU accounting.
+        env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1")
+        self._out = open(self.workdir / "output.txt", "wb")
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", str(CHILD_SCRIPT), str(self.workdir)],
+            stdin=subprocess.PIPE,
+            stdout=self._out,
+            stderr=subprocess.STDOUT,
+            cwd=self.workdir,
+            env=env,
+            start_new_session=True,
+            preexec_fn=lambda: _set_limits(limits),
+            close_fds=True,
+        )
+        self._returncode: int | None = None
+        self._rusage_cpu = 0.0
+        self._seen: set[int] = set()
+
+    # -- job ---------------------------------------------------------------
+
+    def send(self, job: dict[str, Any], tensors: dict[str, Any]) -> None:
+        """Write the inputs, then hand the job to the waiting child."""
+        import torch
+
+        torch.save(tensors, self.workdir / "inputs.pt")
+        self.sent = time.monotonic()
+        try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write(json.dumps(job).encode())
+            self.proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass  # the child died already; wait() reports it
+
+    def wait(self) -> RunOutcome:
+        """Wait for the child under the limits; always leaves no process behind."""
+        killed_for = None
+        pid = self.proc.pid
+        start_deadline = self.started + STARTUP_GRACE_S
+        while True:
+            if self._reap(block=False):
+                break
+            now = time.monotonic()
+            started_work = (self.workdir / "status.jsonl").exists()
+            if started_work and now - self.sent > self.limits.timeout_s:
+                killed_for = "time_limit"
+            elif not started_work and now > start_deadline:
+                killed_for = "startup"
+            elif self._rss_bytes(pid) > self.limits.memory_mb * 2**20:
+                killed_for = "memory_limit"
+            if killed_for:
+                self._kill_group()
+                self._reap(block=True)
+                break
+            time.sleep(POLL_S)
+        leftovers = self._kill_escaped()
+        if leftovers:
+            # Descendants are killed; give the kernel a moment so they are gone for good.
+            time.sleep(0.05)
+        self._out.close()
+        wall = time.monotonic() - getattr(self, "sent", self.started)
+        return RunOutcome(
+            events=self._events(),
+            returncode=self._returncode,
+            killed_for=killed_for,
+            cpu_s=self._rusage_cpu,
+            wall_s=wall,
+            leftovers=leftovers,
+            output_tail=self._output_tail(),
+        )
+
+    def output_file(self, name: str) -> Path:
+        return self.workdir / name
+
+    def cleanup(self) -> None:
+        """Kill (if still running) and remove the work folder."""
+        if self._returncode is None and self.proc.poll() is None:
+            self._kill_group()
+            self._reap(block=True)
+        self._kill_escaped()
+        if not self._out.closed:
+            self._out.close()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    # -- plumbing ------------------------------------------------------------
+
+    def _reap(self, block: bool) -> bool:
+        if self._returncode is not None:
+            return True
+        try:
+            pid, status, usage = os.wait4(self.proc.pid, 0 if block else os.WNOHANG)
+        except ChildProcessError:
+            self._returncode = self.proc.returncode if self.proc.returncode is not None else -1
+            return True
+        if pid == 0:
+            return False
+        self._rusage_cpu = usage.ru_utime + usage.ru_stime
+        self._returncode = os.waitstatus_to_exitcode(status)
+        self.proc.returncode = self._returncode  # keep Popen from waiting again
+        return True
+
+    def _descendants(self, pid: int) -> list[int]:
+        found: list[int] = []
+        stack = [pid]
+        while stack:
+            p = stack.pop()
+            try:
+                tasks = os.listdir(f"/proc/{p}/task")
+            except OSError:
+                continue
+            for tid in tasks:
+                try:
+                    with open(f"/proc/{p}/task/{tid}/children") as fh:
+                        kids = [int(x) for x in fh.read().split()]
+                except OSError:
+                    continue
+                for kid in kids:
+                    if kid not in found:
+                        found.append(kid)
+                        stack.append(kid)
+        return found
+
+    def _rss_bytes(self, pid: int) -> int:
+        total = 0
+        page = os.sysconf("SC_PAGE_SIZE")
+        pids = [pid, *self._descendants(pid)]
+        self._seen.update(pids[1:])
+        for p in pids:
+            try:
+                with open(f"/proc/{p}/statm") as fh:
+                    total += int(fh.read().split()[1]) * page
+            except (OSError, ValueError, IndexError):
+                continue
+        return total
+
+    def _kill_group(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def _kill_escaped(self) -> list[int]:
+        """Kill every process that carries this run's token; return their pids."""
+        marker = f"{TOKEN_VAR}={self.token}".encode()
+        uid = os.getuid()
+        killed: list[int] = []
+        for _ in range(3):  # a forking process may spawn while we kill: sweep a few times
+            found = []
+            try:
+                entries = os.listdir("/proc")
+            except OSError:
+                return killed
+            for entry in entries:
+                if not entry.isdigit():
+                    continue
+                pid = int(entry)
+                if pid == self.proc.pid and self._returncode is not None:
+                    continue
+                try:
+                    if os.stat(f"/proc/{entry}").st_uid != uid:
+                        continue
+                    with open(f"/proc/{entry}/environ", "rb") as fh:
+                        env = fh.read()
+                except OSError:
+                    continue
+                if marker in env.split(b"\0"):
+                    found.append(pid)
+            if not found:
+                break
+            for pid in found:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    continue
+                if pid not in killed:
+                    killed.append(pid)
+            time.sleep(0.02)
+        # zombies reparented to us are reaped when possible
+        for pid in killed:
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+        return killed
+
+    def _events(self) -> list[dict[str, Any]]:
+        events = []
+        try:
+            text = (self.workdir / "status.jsonl").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return events
+        for line in text.splitlines():
+            try:
+                value = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(value, dict):
+                events.append(value)
+        return events
+
+    def _output_tail(self, limit: int = 2000) -> str:
+        try:
+            with open(self.workdir / "output.txt", "rb") as fh:
+                fh.seek(0, os.SEEK_END)
+                size = fh.tell()
+                fh.seek(max(0, size - limit))
+                return fh.read().decode("utf-8", errors="replace")
+        except OSError:
+            return ""

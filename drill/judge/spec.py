@@ -1,0 +1,164 @@
+"""The data model of a hidden test suite: cases, tolerances, known bugs, specs.
+
+An exercise is described by data, not by code paths in the engine: a `Spec`
+says which names are graded, which library ops are forbidden, how to draw
+test cases, how to compute the expected answer with the reference model and
+which known-bug variants to try when a case fails. Adding an exercise means
+writing one module under `drill/judge/specs/` that builds a `Spec`, and adding
+its name to `drill/judge/registry.py`; the engine needs no change.
+
+This module imports no torch at import time (the CLI lists exercises without
+it); tensors appear only as values inside the dataclasses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+# What a case may ask the child to do (see child.py for the executor).
+KIND_CALL = "call"  # call a graded function: target(*args) -> tensor
+KIND_MODULE = "module"  # build target(*init), load params, call it: module(*args) -> tensor
+KIND_MAP = "map"  # call target(*row) for every row of `rows`: ints -> int64 tensor
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """|got - expected| <= atol * max(1, max|expected|) + rtol * |expected|, elementwise.
+
+    atol is scaled by the expected tensor's magnitude so that one table works
+    for activations of size ~1 and for large-magnitude edge cases alike.
+    """
+
+    atol: float
+    rtol: float
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """A named mistake: stable id (binding, see the fixture names), title, why and fix."""
+
+    id: str
+    title: str
+    why: str
+    fix: str
+
+
+@dataclass(frozen=True)
+class Bug:
+    """One known-bug variant of the reference.
+
+    `fn(case)` recomputes the case's output the way the buggy code would
+    (in the parent, on the same inputs). It returns None when the bug cannot
+    show on that case (the variant then counts as equal to the reference), a
+    tensor, or (tensor, unknown) where `unknown` is a bool mask of output
+    elements whose buggy value depends on details we do not model (e.g. the
+    fill value of a row the bug leaves fully masked): those are ignored.
+    """
+
+    diagnosis: Diagnosis
+    fn: Callable[[Case], Any]
+    label: str = ""
+
+
+@dataclass
+class Case:
+    """One hidden test. Tensors here are drawn by the parent and sent to the child.
+
+    args are passed positionally in order; for KIND_MODULE, `init` goes to the
+    constructor and `params` (attribute path -> tensor) are copied into the
+    learner's module before the call. `grad_inputs` names the args whose
+    gradients (for `upstream`) are compared; `grad_params` adds the params'.
+    `care` (bool, output-shaped, optional): False marks elements whose value
+    is free (only finiteness is required), e.g. fully masked attention rows.
+    `ctx` carries whatever the spec's reference and bug functions need.
+    """
+
+    name: str
+    target: str
+    kind: str = KIND_CALL
+    args: dict[str, Any] = field(default_factory=dict)
+    init: tuple[Any, ...] = ()
+    params: dict[str, Any] = field(default_factory=dict)
+    module_dtype: Any = None
+    rows: list[tuple[int, ...]] = field(default_factory=list)
+    grad_inputs: tuple[str, ...] = ()
+    grad_params: bool = False
+    upstream: Any = None
+    care: Any = None
+    out_dtype: Any = None
+    ctx: dict[str, Any] = field(default_factory=dict)
+    # filled by the engine from the spec's reference:
+    expected: Any = None
+    expected_grads: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def wants_grads(self) -> bool:
+        return self.upstream is not None and (bool(self.grad_inputs) or self.grad_params)
+
+    def describe(self) -> str:
+        """Shapes/dtypes of the inputs, for --verbose reports."""
+        parts = []
+        for name, value in self.args.items():
+            parts.append(f"{name}={_describe(value)}")
+        if self.init:
+            parts.insert(0, f"init={self.init}")
+        if self.rows:
+            parts.append(f"calls={self.rows}")
+        return ", ".join(parts)
+
+
+def _describe(value: Any) -> str:
+    shape = getattr(value, "shape", None)
+    if shape is not None:
+        dtype = str(getattr(value, "dtype", "")).replace("torch.", "")
+        return f"{dtype}{list(shape)}"
+    return repr(value)
+
+
+@dataclass(frozen=True)
+class Spec:
+    """Everything the engine needs to grade one exercise.
+
+    make_cases(seed) -> list[Case] draws fresh inputs; reference(case) returns
+    (expected_output, {grad_key: expected_grad}) computed with drill.reference
+    in fp32; grad keys are "input:<arg>" and "param:<path>". tolerances maps a
+    dtype name ("float32", "float16", "bfloat16", "int64", "grad") to a
+    Tolerance. exception_bugs maps a substring of an exception message to the
+    diagnosis it proves. forbidden are fnmatch patterns of torch function /
+    aten op names trapped in the child; forbidden_classes are dotted class
+    names whose construction is trapped.
+    """
+
+    name: str
+    graded: tuple[str, ...]
+    make_cases: Callable[[int], list[Case]]
+    reference: Callable[[Case], tuple[Any, dict[str, Any]]]
+    tolerances: dict[str, Tolerance]
+    bugs: Sequence[Bug] = ()
+    exception_bugs: Sequence[tuple[str, Diagnosis]] = ()
+    forbidden: tuple[str, ...] = ()
+    forbidden_classes: tuple[str, ...] = ()
+    advise: Callable[[list[Case], list[Any]], list[str]] | None = None
+
+
+# The forbidden-op sets of EXERCISES.md, shared by the specs that use them.
+# Patterns match torch function names (F.scaled_dot_product_attention reaches
+# the mode as "scaled_dot_product_attention") and aten op names without the
+# "aten." prefix and overload suffix. Measured on torch 2.13 CPU: F.sdpa
+# (direct, via torch._C._nn, via torch.ops.aten) reaches the function mode as
+# scaled_dot_product_attention and dispatches to
+# aten._scaled_dot_product_flash_attention_for_cpu; the math kernel is
+# aten._scaled_dot_product_attention_math; F.layer_norm reaches
+# aten.native_layer_norm; F.rms_norm decomposes on CPU (no aten op of its own
+# reaches the dispatch mode), so only the function-level name catches it.
+FORBIDDEN_ATTENTION = (
+    "scaled_dot_product_attention",
+    "_scaled_dot_product_*",
+    "multi_head_attention_forward",
+    "_native_multi_head_attention",
+)
+FORBIDDEN_ATTENTION_CLASSES = ("torch.nn.MultiheadAttention",)
+FORBIDDEN_NORM = ("rms_norm", "_fused_rms_norm", "layer_norm", "native_layer_norm")
+FORBIDDEN_NORM_CLASSES = ("torch.nn.RMSNorm", "torch.nn.LayerNorm")

@@ -1,0 +1,153 @@
+"""Known attention mistakes, as small re-implementations (shared by attention and mha).
+
+Each function reproduces one mistake on the case's own inputs, in plain
+PyTorch. `attend` is the one parameterised core: every variant is a choice
+of scale, softmax axis, mask handling or exp. Where a variant's output
+depends on a detail of the learner's code that we do not model (what a fully
+blocked row comes out as, for instance, depends on the fill value chosen),
+those elements are returned in the `unknown` mask and left out of matching.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from drill.judge.spec import Diagnosis
+
+D = {
+    d.id: d
+    for d in [
+        Diagnosis("missing_scale", "Missing 1/sqrt(d_k) scaling",
+                  "Without the scale the logits grow with d_k, so the softmax saturates towards one-hot.",
+                  "Multiply q @ k^T by 1/math.sqrt(q.shape[-1]) before the softmax."),
+        Diagnosis("wrong_scale", "Wrong scaling factor",
+                  "The logits are scaled by something other than 1/sqrt(d_k) (e.g. 1/d_k, 1/sqrt(d_v) or 1/sqrt(d_model)).",
+                  "Scale by 1/sqrt(d_k), where d_k is the last dim of q (the per-head size)."),
+        Diagnosis("softmax_wrong_axis", "Softmax over the wrong axis",
+                  "Each query's weights must sum to 1 over the keys (the last axis); another axis mixes queries or heads.",
+                  "Use softmax(scores, dim=-1)."),
+        Diagnosis("mask_fill_zero", "Masked logits set to 0",
+                  "A logit of 0 still gets weight exp(0) = 1 in the softmax, so blocked keys are still attended.",
+                  "Fill blocked logits with -inf (or the dtype's most negative value), not 0."),
+        Diagnosis("mask_after_softmax", "Mask applied after the softmax",
+                  "Zeroing probabilities after the softmax leaves rows that no longer sum to 1.",
+                  "Mask the logits before the softmax so it renormalises over the allowed keys."),
+        Diagnosis("mask_inverted", "Mask meaning inverted",
+                  "In the contract (and in F.scaled_dot_product_attention) True means 'may attend'; your code blocks the True entries.",
+                  "Block where the mask is False: scores.masked_fill(~mask, ...)."),
+        Diagnosis("masked_row_nan", "Fully masked row gives NaN",
+                  "A row whose keys are all blocked is all -inf, and softmax of it is 0/0 = NaN.",
+                  "Fill with a finite minimum, or zero the rows that have no allowed key after the softmax."),
+        Diagnosis("fp16_fill_overflow", "Mask fill value overflows fp16",
+                  "A fill like -1e9 or torch.finfo(torch.float32).min does not fit in fp16: PyTorch refuses it, or it becomes -inf and a fully masked row turns NaN.",
+                  "Use torch.finfo(scores.dtype).min (or compute the scores in fp32 and cast back)."),
+        Diagnosis("no_max_subtraction", "Softmax without subtracting the row max",
+                  "exp() of a large logit overflows (exp(89) in fp32, exp(12) in fp16), giving inf/inf = NaN.",
+                  "Subtract scores.amax(-1, keepdim=True) before exp, or use torch.softmax."),
+    ]
+}
+
+
+def attend(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None,
+    *,
+    scale: float | None = None,
+    dim: int = -1,
+    fill: str = "neg_inf",
+    invert: bool = False,
+    naive_exp: bool = False,
+    dtype: torch.dtype = torch.float32,
+) -> Tensor:
+    """Attention with one knob per known mistake; computes in `dtype`, returns it.
+
+    fill: "neg_inf" (masked logits -inf before softmax, NaN for blocked rows),
+    "zero" (masked logits 0), "after" (probabilities zeroed after softmax).
+    """
+    q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.shape[-1])
+    s = (q @ k.transpose(-2, -1)) * scale
+    allowed = None if mask is None else (~mask if invert else mask)
+    if allowed is not None and fill == "neg_inf":
+        s = s.masked_fill(~allowed, float("-inf"))
+    elif allowed is not None and fill == "zero":
+        s = s.masked_fill(~allowed, 0.0)
+    if naive_exp:
+        e = torch.exp(s)
+        p = e / e.sum(dim=dim, keepdim=True)
+    else:
+        p = torch.softmax(s, dim=dim)
+    if allowed is not None and fill == "after":
+        p = p * allowed
+    return p @ v
+
+
+def rows_unknown(mask: Tensor | None, out: Tensor) -> Tensor:
+    """Rows a variant leaves fully blocked: their value depends on the learner's fill."""
+    if mask is None:
+        return torch.zeros(out.shape, dtype=torch.bool)
+    rows = ~mask.any(dim=-1, keepdim=True)  # (..., T_q, 1)
+    return torch.broadcast_to(rows, (*out.shape[:-1], 1)).expand(out.shape).clone()
+
+
+# A variant: (diagnosis id, label, fn(q, k, v, mask, dtype) -> output | (output, unknown) | None).
+def _guard(o: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor]:
+    return o, rows_unknown(mask, o)
+
+
+def _scale(factor):
+    def fn(q, k, v, mask, dtype):
+        s = factor(q.shape[-1], v.shape[-1])
+        if s is None:
+            return None
+        return _guard(attend(q, k, v, mask, scale=s), mask)
+
+    return fn
+
+
+def _axis(dim: int):
+    def fn(q, k, v, mask, dtype):
+        nd = q.dim()
+        if dim % nd == nd - 1 or (dim < 0 and -dim > nd) or dim >= nd:
+            return None
+        o = attend(q, k, v, mask, dim=dim)
+        return o, torch.isnan(o)  # NaN only from groups the mask blocks entirely
+
+    return fn
+
+
+def _masked(fill: str, invert: bool = False, guard: bool = False, only_fp16: bool = False):
+    def fn(q, k, v, mask, dtype):
+        if mask is None or (only_fp16 and dtype != torch.float16):
+            return None
+        o = attend(q, k, v, mask, fill=fill, invert=invert)
+        return _guard(o, ~mask if invert else mask) if guard else o
+
+    return fn
+
+
+def _naive(q, k, v, mask, dtype):
+    return _guard(attend(q, k, v, mask, naive_exp=True), mask)
+
+
+ATTENTION_VARIANTS = [
+    ("missing_scale", "no scaling", _scale(lambda dk, dv: 1.0)),
+    ("wrong_scale", "divided by d_k", _scale(lambda dk, dv: 1.0 / dk)),
+    ("wrong_scale", "multiplied by sqrt(d_k)", _scale(lambda dk, dv: math.sqrt(dk))),
+    ("wrong_scale", "scaled by 1/sqrt(d_v)", _scale(lambda dk, dv: None if dk == dv else 1.0 / math.sqrt(dv))),
+    ("softmax_wrong_axis", "softmax over dim=-2", _axis(-2)),
+    ("softmax_wrong_axis", "softmax over dim=0", _axis(0)),
+    ("softmax_wrong_axis", "softmax over dim=1", _axis(1)),
+    ("mask_fill_zero", "masked logits = 0", _masked("zero")),
+    ("mask_after_softmax", "probabilities zeroed after softmax", _masked("after")),
+    ("mask_inverted", "True treated as blocked", _masked("neg_inf", invert=True, guard=True)),
+    ("masked_row_nan", "-inf fill, NaN rows kept", _masked("neg_inf")),
+    ("fp16_fill_overflow", "fill became -inf in fp16", _masked("neg_inf", only_fp16=True)),
+    ("no_max_subtraction", "exp without max subtraction", _naive),
+]

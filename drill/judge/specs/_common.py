@@ -1,0 +1,93 @@
+"""Helpers every spec uses: drawing inputs, tolerances, reference gradients.
+
+Tolerances (the grader's contract with the learner; compared against the fp32
+reference computed from the very same, already-rounded inputs):
+
+| dtype    | atol  | rtol  | why                                                        |
+|----------|-------|-------|------------------------------------------------------------|
+| float32  | 2e-5  | 1e-4  | different op orders (einsum vs matmul, loops) differ ~1e-6 |
+| float16  | 1e-2  | 1e-2  | 10-bit mantissa (eps 9.8e-4), a few roundings per element  |
+| bfloat16 | 6e-2  | 4e-2  | 7-bit mantissa (eps 7.8e-3)                                |
+| grad     | 1e-4  | 1e-3  | fp32 backward sums over many more terms than the forward   |
+| int64    | 0     | 0     | integer answers (ffn_hidden_dim) are exact                 |
+
+atol is multiplied by max(1, max|expected|) (see compare.py), so the same
+table works for outputs of any magnitude. Every known bug the specs test for
+moves the output by far more than these bounds on the cases built to reveal it.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from drill.judge.spec import Case, Tolerance
+
+TOLERANCES: dict[str, Tolerance] = {
+    "float32": Tolerance(atol=2e-5, rtol=1e-4),
+    "float16": Tolerance(atol=1e-2, rtol=1e-2),
+    "bfloat16": Tolerance(atol=6e-2, rtol=4e-2),
+    "grad": Tolerance(atol=1e-4, rtol=1e-3),
+    "int64": Tolerance(atol=0.0, rtol=0.0),
+}
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+class Draw:
+    """Seeded source of shapes (Python RNG) and tensors (torch Generator)."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.gen = torch.Generator().manual_seed(seed)
+
+    def int(self, lo: int, hi: int) -> int:
+        return self.rng.randint(lo, hi)
+
+    def choice(self, options: list[Any]) -> Any:
+        return self.rng.choice(options)
+
+    def normal(self, *shape: int, dtype: str = "float32", scale: float = 1.0, shift: float = 0.0) -> torch.Tensor:
+        t = torch.randn(*shape, generator=self.gen) * scale + shift
+        return t.to(DTYPES[dtype])
+
+    def bools(self, *shape: int, p: float = 0.6) -> torch.Tensor:
+        return torch.rand(*shape, generator=self.gen) < p
+
+    def weight(self, out_features: int, in_features: int, dtype: str = "float32") -> torch.Tensor:
+        """An nn.Linear-like weight (std 1/sqrt(in)), so activations stay of order 1."""
+        return self.normal(out_features, in_features, dtype=dtype, scale=in_features**-0.5)
+
+
+def reference_with_grads(case: Case, forward: Callable[..., torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Run `forward(**inputs, **params)` in fp32 and, if the case wants them, backprop `upstream`.
+
+    Inputs (case.args) and params are upcast to fp32 copies; grads come back
+    keyed "input:<name>" / "param:<path>" as the child names them.
+    """
+    wants = case.wants_grads
+    args = {}
+    for name, value in case.args.items():
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
+            value = value.detach().float().clone().requires_grad_(wants and name in case.grad_inputs)
+        args[name] = value
+    params = {
+        path: t.detach().float().clone().requires_grad_(wants and case.grad_params) for path, t in case.params.items()
+    }
+    out = forward(args, params)
+    grads: dict[str, torch.Tensor] = {}
+    if wants:
+        out.backward(case.upstream.float())
+        for name in case.grad_inputs:
+            grads["input:" + name] = args[name].grad.detach().clone()
+        if case.grad_params:
+            for path, t in params.items():
+                grads["param:" + path] = t.grad.detach().clone()
+    return out.detach(), grads
+
+
+def tolerance_for(case: Case) -> Tolerance:
+    return TOLERANCES[case.ctx.get("dtype", "float32")]
