@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from . import _compat
-from .backend import resolve
+from .backend import acc_dtype, resolve
 from .rope import apply_rope
 
 
@@ -155,17 +155,18 @@ def _sdpa_fused(
 def _sdpa_math(
     q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool, scale: float, group: int
 ) -> Tensor:
-    """Textbook attention in fp32 (half inputs are upcast), cast back at the end."""
+    """Textbook attention in fp32 (half inputs are upcast; fp64 stays fp64), cast back at the end."""
     if group > 1:
         k = k.repeat_interleave(group, dim=-3)
         v = v.repeat_interleave(group, dim=-3)
-    scores = (q.float() @ k.float().transpose(-2, -1)) * scale
+    acc = acc_dtype(q.dtype)
+    scores = (q.to(acc) @ k.to(acc).transpose(-2, -1)) * scale
     if is_causal:
         mask = causal_mask(q.shape[-2], k.shape[-2], device=q.device)
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
     weights = torch.softmax(scores, dim=-1)
-    return (weights @ v.float()).to(q.dtype)
+    return (weights @ v.to(acc)).to(q.dtype)
 
 
 def _split_heads(x: Tensor, n_heads: int) -> Tensor:

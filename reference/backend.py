@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import torch
+
 IMPLS: tuple[str, ...] = ("fused", "math")
 
 _current = "fused"
@@ -50,3 +52,13 @@ def use_impl(name: str) -> Iterator[str]:
         yield name
     finally:
         _current = previous
+
+
+def acc_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype to compute in: fp32 for fp16/bf16 inputs, the input's own for fp32/fp64.
+
+    Upcasting half inputs is what keeps softmax sums and RMS accumulations
+    accurate; never *down*casting float64 keeps gradchecks and tight float64
+    grading exact.
+    """
+    return dtype if dtype in (torch.float32, torch.float64) else torch.float32

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from . import _compat
-from .backend import resolve
+from .backend import acc_dtype, resolve
 
 
 def ffn_hidden_dim(d_model: int, multiple_of: int = 256) -> int:
@@ -40,8 +40,9 @@ def swiglu(x: Tensor, w_gate: Tensor, w_up: Tensor, w_down: Tensor, impl: str | 
         )
     gate, up = F.linear(x, w_gate), F.linear(x, w_up)
     if resolve(impl) == "math":
-        g = gate.float()
-        hidden = (g * torch.sigmoid(g) * up.float()).to(x.dtype)
+        acc = acc_dtype(x.dtype)
+        g = gate.to(acc)
+        hidden = (g * torch.sigmoid(g) * up.to(acc)).to(x.dtype)
     else:
         liger = _compat.use_liger(x, "silu_mul")
         hidden = liger.apply(gate, up) if liger is not None else F.silu(gate) * up

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from . import _compat
-from .backend import resolve
+from .backend import acc_dtype, resolve
 
 
 def _check_eps(eps: float) -> None:
@@ -35,9 +35,10 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float, impl: str | None = None) -> 
     if weight.shape != x.shape[-1:]:
         raise ValueError(f"RMSNorm weight shape {tuple(weight.shape)} does not match last dim {x.shape[-1]}")
     if resolve(impl) == "math":
-        xf = x.float()
+        acc = acc_dtype(x.dtype)
+        xf = x.to(acc)
         inv_rms = torch.rsqrt(xf.pow(2).mean(dim=-1, keepdim=True) + eps)
-        return (xf * inv_rms * weight.float()).to(x.dtype)
+        return (xf * inv_rms * weight.to(acc)).to(x.dtype)
     liger = _compat.use_liger(x, "rms_norm")
     w = weight.to(x.dtype)
     if liger is not None:

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from .backend import resolve
+from .backend import acc_dtype, resolve
 
 CONVENTIONS: tuple[str, ...] = ("half", "interleaved")
 
@@ -85,7 +85,8 @@ def apply_rope(
 ) -> Tensor:
     """Rotate x (..., T, d_head) by its positions (T,); returns x.dtype.
 
-    The rotation is done in fp32 and rounded once at the end. The "fused"
+    The rotation is done in fp32 (fp64 for fp64 input; the angles themselves
+    are always fp32, as the exercise contract says) and rounded once at the end. The "fused"
     path uses the rotate-half formulation (x * cos + rot(x) * sin over whole
     vectors, what fused RoPE kernels compute); "math" rotates each pair with
     the 2x2 rotation written out. Same numbers, different code: a cross-check.
@@ -98,11 +99,12 @@ def apply_rope(
     positions = torch.as_tensor(positions, device=x.device)
     if positions.shape != (t,):
         raise ValueError(f"positions must have shape (T,)=({t},), got {tuple(positions.shape)}")
-    cos, sin = rope_angles(positions, d_head, base)
+    acc = acc_dtype(x.dtype)
+    cos, sin = (t.to(acc) for t in rope_angles(positions, d_head, base))
     if resolve(impl) == "fused":
-        out = _rope_rotate_half(x.float(), cos, sin, convention)
+        out = _rope_rotate_half(x.to(acc), cos, sin, convention)
     else:
-        out = _rope_pairs(x.float(), cos, sin, convention)
+        out = _rope_pairs(x.to(acc), cos, sin, convention)
     return out.to(x.dtype)
 
 

@@ -270,3 +270,16 @@ def test_bad_call_raises_value_error_naming_value(case):
         fn()
     assert needle in str(info.value)
     assert R.get_impl() == "fused"
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_precision_decoder_with_cache_is_finite_and_close(dtype):
+    model, x = make_model(), ids()
+    ref = model(x)
+    half = make_model().to(dtype)
+    caches = half.new_caches(2, 11)
+    assert caches[0].k.dtype == dtype
+    with torch.no_grad():
+        out = torch.cat([half(x[:, :8], caches), half(x[:, 8:], caches)], 1)
+    assert out.dtype == dtype and torch.isfinite(out).all()
+    assert max_diff(out, ref) < 0.1 * ref.abs().max().item()

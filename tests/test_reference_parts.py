@@ -379,3 +379,28 @@ def test_fused_and_math_agree_with_gradients():
             results[impl] = (out.detach(), x.grad.clone())
         close(results["fused"][0], results["math"][0], 1e-5)
         close(results["fused"][1], results["math"][1], 1e-4)
+
+
+# --- gradients: analytic vs finite differences (float64) -----------------------
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_gradients_match_finite_differences(impl):
+    d = torch.float64
+    q, k, v = (randn(1, 2, 3, 4, seed=s, dtype=d).requires_grad_() for s in (51, 52, 53))
+    k1 = randn(1, 1, 4, 4, seed=54, dtype=d).requires_grad_()
+    v1 = randn(1, 1, 4, 4, seed=55, dtype=d).requires_grad_()
+    mask = torch.tensor([[True, False, True], [False, False, False], [True, True, True]])
+    w = (torch.rand(6, generator=gen(56), dtype=d) + 0.5).requires_grad_()
+    x = randn(2, 6, seed=57, dtype=d).requires_grad_()
+    wg, wu = randn(5, 6, seed=58, dtype=d).requires_grad_(), randn(5, 6, seed=59, dtype=d).requires_grad_()
+    wd = randn(6, 5, seed=60, dtype=d).requires_grad_()
+    checks = [
+        (lambda a, b, c: R.sdpa(a, b, c, mask, impl=impl), (q, k, v)),
+        (lambda a, b, c: R.sdpa(a, b, c, causal=True, impl=impl), (q, k1, v1)),
+        (lambda a, b: R.rms_norm(a, b, 1e-5, impl=impl), (x, w)),
+        (lambda a: R.apply_rope(a, torch.tensor([3, 40, 500]), impl=impl), (q,)),
+        (lambda a, b, c, e: R.swiglu(a, b, c, e, impl=impl), (x, wg, wu, wd)),
+    ]
+    for fn, inputs in checks:
+        assert torch.autograd.gradcheck(fn, inputs, eps=1e-6, atol=1e-5)
