@@ -35,7 +35,8 @@ def _store(home: Path) -> Store:
 
 
 def _quiz(*args: str, input: str = "") -> object:
-    return runner.invoke(app, ["quiz", "--bank", str(GOOD), *args], input=input)
+    # --no-shuffle: these tests answer by letter, so options stay in file order.
+    return runner.invoke(app, ["quiz", "--bank", str(GOOD), "--no-shuffle", *args], input=input)
 
 
 def test_cram_choice_only_grades_and_logs_without_schedule(home: Path) -> None:
@@ -215,7 +216,7 @@ def test_cache_notices_an_edited_bank(home: Path, tmp_path: Path) -> None:
 def _spawn(home: Path, *args: str) -> subprocess.Popen[str]:
     env = {**os.environ, "DRILL_HOME": str(home), "PYTHONUNBUFFERED": "1", "COLUMNS": "120"}
     return subprocess.Popen(
-        [sys.executable, "-m", "drill.cli", "quiz", "--bank", str(GOOD), *args],
+        [sys.executable, "-m", "drill.cli", "quiz", "--bank", str(GOOD), "--no-shuffle", *args],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
     )
 
@@ -272,3 +273,26 @@ def test_quiz_does_not_import_torch(home: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code, str(GOOD)], input="q\n", capture_output=True, text=True, env=env, timeout=120)
     assert "Question 1/1" in out.stdout, out.stdout + out.stderr
     assert "TORCH_ABSENT" in out.stdout
+
+
+def test_choice_options_are_shuffled_and_graded_by_what_was_shown(home: Path) -> None:
+    """With shuffling on, the letter of the right option moves with the seed, and
+    grading follows the letters on screen, not the file order."""
+    positions = set()
+    for seed in range(8):
+        args = ["quiz", "--bank", str(GOOD), "--cram", "--tag", "complexity", "--difficulty", "easy", "--seed", str(seed)]
+        shown = runner.invoke(app, args, input="q\n").output
+        (line,) = [ln for ln in shown.splitlines() if ln.strip().endswith(") O(n^2)")]
+        right = line.strip()[0]
+        positions.add(right)
+        graded = runner.invoke(app, args, input=f"{right}\n").output
+        assert "✓ correct" in graded, graded
+    assert len(positions) > 1, positions
+
+
+def test_a_lapsed_card_comes_back_once_in_the_same_session(home: Path) -> None:
+    result = _quiz("--tag", "complexity", "--difficulty", "easy", input="a\nb\n")
+    assert result.exit_code == 0, result.output
+    assert "Question 2/2" in result.output and "✓ correct" in result.output
+    with _store(home) as store:
+        assert [r.rating for r in store.reviews()] == [1, 3]

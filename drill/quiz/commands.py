@@ -27,6 +27,7 @@ def register(app: typer.Typer) -> None:
         seed: Annotated[Optional[int], typer.Option("--seed", help="Seed for question order and parametric values.")] = None,
         retention: Annotated[float, typer.Option("--retention", help="Desired retention for FSRS scheduling (0.7-0.99).")] = 0.9,
         bank: Annotated[Optional[Path], typer.Option("--bank", help="Question folder or file instead of the shipped bank.")] = None,
+        shuffle: Annotated[bool, typer.Option("--shuffle/--no-shuffle", help="Show choice options in a random (seeded) order.")] = True,
     ) -> None:
         """Drill interview questions with spaced repetition."""
         from drill.quiz.run import QuizOptions, run_quiz
@@ -45,6 +46,7 @@ def register(app: typer.Typer) -> None:
             seed=seed,
             retention=retention,
             bank=bank,
+            shuffle=shuffle,
         )
         with user_errors():
             code = run_quiz(options)

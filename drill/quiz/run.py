@@ -37,6 +37,7 @@ class QuizOptions:
     seed: int | None = None
     retention: float = 0.9
     bank: Path | None = None
+    shuffle: bool = True
 
 
 def run_quiz(
@@ -76,7 +77,7 @@ def run_quiz(
             if not queue:
                 _nothing_due(console, pool, cards, done, options.new_limit)
                 return 0
-        session = Session(store, console, read or terminal_reader(console), scheduler, rng, clock)
+        session = Session(store, console, read or terminal_reader(console), scheduler, rng, clock, shuffle=options.shuffle)
         result = session.run(queue)
         due_left = None
         if not options.cram:

@@ -110,10 +110,25 @@ class Session:
     scheduler: Scheduler | None  # None = cram: log reviews, leave the schedule alone
     rng: random.Random
     clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)
+    source: str = "quiz"  # recorded with each scheduled review; drill mock sets "mock"
+    shuffle: bool = True  # choice options in a seeded random order: banks tend to list the right one first
+
+    def ask(self, question: Question) -> tuple[int, str, bool | None]:
+        """Ask ONE question and save its rating; returns (rating, answer, auto-check result).
+
+        For callers that drive their own loop (drill mock: deadlines, its own
+        headers). Whatever the reader raises propagates, and nothing is saved
+        for a question that was not answered.
+        """
+        rating, answer, right, began = self._ask(question)
+        self._save(question, rating, answer, began)
+        return rating, answer, right
 
     def run(self, queue: list[Question]) -> SessionResult:
         result = SessionResult()
         started = time.monotonic()
+        queue = list(queue)  # grows: lapsed cards are appended once
+        requeued: set[str] = set()
         try:
             for index, question in enumerate(queue):
                 self._header(index, len(queue), question)
@@ -127,6 +142,11 @@ class Session:
                     result.auto_wrong += 1
                 if rating == AGAIN:
                     result.missed.append(question.id)
+                    # Like Anki's learning steps: a lapse is seen once more before the session
+                    # ends, while the correction is fresh. Cram sessions do the same.
+                    if question.id not in requeued:
+                        requeued.add(question.id)
+                        queue.append(question)
         except _EndSession as end:
             result.ended_by = end.reason
         except KeyboardInterrupt:
@@ -211,7 +231,10 @@ class Session:
 
     def _choice(self, question: ChoiceQuestion) -> tuple[str, bool]:
         self._say(question.prompt)
-        for i, option in enumerate(question.options):
+        options = list(question.options)
+        if self.shuffle:
+            self.rng.shuffle(options)
+        for i, option in enumerate(options):
             self._say(f"  {letter(i)}) {option.text}")
         how = "pick all that apply, e.g. a,c" if question.multiple else "one letter"
         while True:
@@ -221,9 +244,10 @@ class Session:
                 break
             except ValueError as exc:
                 self._say(str(exc), "yellow")
-        right = picked == question.correct_letters
-        self._verdict(right, "correct" if right else f"the answer is {', '.join(sorted(question.correct_letters))}")
-        for i, option in enumerate(question.options):
+        correct = frozenset(letter(i) for i, option in enumerate(options) if option.correct)
+        right = picked == correct
+        self._verdict(right, "correct" if right else f"the answer is {', '.join(sorted(correct))}")
+        for i, option in enumerate(options):
             mark = letter(i)
             if option.feedback and (mark in picked or option.correct):
                 flag = "✓" if option.correct else "✗"
@@ -286,7 +310,7 @@ class Session:
         self.store.record_review(
             question.id, rating, answer=answer, duration_ms=duration, card_json=outcome.card_json,
             due=outcome.due.astimezone(timezone.utc).isoformat(), lapsed=outcome.lapsed,
-            topic=question.topic, source="quiz", reviewed_at=now.astimezone(timezone.utc).isoformat(),
+            topic=question.topic, source=self.source, reviewed_at=now.astimezone(timezone.utc).isoformat(),
         )
         if outcome.lapsed:
             lapses = self.store.cards().get(question.id, {}).get("lapses", 0)
