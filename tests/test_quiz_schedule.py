@@ -76,7 +76,7 @@ def test_leech_after_eight_lapses_is_flagged_in_stats(tmp_path: Path) -> None:
 def test_session_schedules_with_injected_clock(tmp_path: Path) -> None:
     """A whole due-mode session at T0, then again a day later: the failed card is back first."""
     with Store(tmp_path / "p.db") as store:
-        options = QuizOptions(bank=GOOD_BANK, tags=("complexity",), seed=2, new_limit=10)
+        options = QuizOptions(bank=GOOD_BANK, tags=("complexity",), seed=2, new_limit=10, shuffle=False)
         console = Console(record=True, width=120)
         run_quiz(options, console=console, read=lines_reader(["a", "a", "a"]), store=store, clock=lambda: T0, fuzz=False)
         text = console.export_text()
