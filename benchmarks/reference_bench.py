@@ -94,10 +94,17 @@ def cuda_bench() -> None:
             torch.cuda.empty_cache()
             torch.cuda.reset_peak_memory_stats()
             base = torch.cuda.memory_allocated()
-            secs = time_cuda(lambda i=impl: sdpa(q, k, v, causal=True, impl=i), reps=5)
+            try:
+                secs = time_cuda(lambda i=impl: sdpa(q, k, v, causal=True, impl=i), reps=5)
+            except torch.cuda.OutOfMemoryError:
+                res[impl] = None
+                torch.cuda.empty_cache()
+                continue
             res[impl] = (secs, (torch.cuda.max_memory_allocated() - base) / 2**30)
         f, m = res["fused"], res["math"]
-        assert f is not None
+        if f is None:
+            print(row(t, "OOM", "-", "-", "-", "-", widths=(8, 10, 10, 10, 10, 10)))
+            continue
         print(
             row(
                 t, f"{f[0] * 1e3:.2f}", f"{m[0] * 1e3:.2f}" if m else "skipped", f"{m[0] / f[0]:.1f}x" if m else "-",
