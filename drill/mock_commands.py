@@ -1,14 +1,50 @@
-"""CLI command of the mock interview."""
+"""CLI command of the mock interview: `drill mock` and `drill mock --history`.
+
+Thin: parses flags and calls drill.mock.run. Imports nothing heavy at module
+level (drill.cli must not pull in torch); the grader is imported only when
+the coding round grades a file.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated, Optional
+
 import typer
 
-from drill.cliutil import not_built
+from drill.cliutil import user_errors
+
+
+def _split_topics(values: list[str] | None) -> tuple[str, ...]:
+    """`--topics a,b --topics c` -> ('a', 'b', 'c')."""
+    out: list[str] = []
+    for value in values or []:
+        out.extend(part.strip() for part in value.split(",") if part.strip())
+    return tuple(dict.fromkeys(out))
 
 
 def register(app: typer.Typer) -> None:
     @app.command()
-    def mock() -> None:
-        """A timed mock interview: concept questions, then a coding round."""
-        not_built("mock", "issue 6")
+    def mock(
+        minutes: Annotated[float, typer.Option("--minutes", "-m", help="Length of the mock in minutes.")] = 45.0,
+        topics: Annotated[Optional[list[str]], typer.Option("--topics", "--topic", "-t", help="Only these question topics (comma-separated or repeated).")] = None,
+        exercise: Annotated[Optional[str], typer.Option("--exercise", "-e", help="Coding exercise (default: one you have not passed yet).")] = None,
+        questions: Annotated[int, typer.Option("--questions", "-n", help="Concept questions before the coding round (0 = coding only).")] = 6,
+        seed: Annotated[Optional[int], typer.Option("--seed", help="Seed for the choice of questions, exercise and test inputs.")] = None,
+        folder: Annotated[Optional[Path], typer.Option("--dir", help="Folder for the exercise file (default: here; a fresh drill-mock-<time>/ inside it if the file exists).")] = None,
+        bank: Annotated[Optional[Path], typer.Option("--bank", help="Question folder or file instead of the shipped bank.")] = None,
+        history: Annotated[bool, typer.Option("--history", help="List past mocks with scores and trend, then exit.")] = False,
+    ) -> None:
+        """A timed mock interview: concept questions, then a coding round, then a report card."""
+        from drill.mock.run import MockOptions, run_mock, show_history
+
+        with user_errors():
+            if history:
+                show_history()
+                return
+            options = MockOptions(
+                minutes=minutes, topics=_split_topics(topics), exercise=exercise, questions=questions,
+                seed=seed, folder=folder, bank=bank,
+            )
+            code = run_mock(options)
+        raise typer.Exit(code)

@@ -1,0 +1,7 @@
+"""`drill mock`: a timed mock interview built from the quiz engine and the grader.
+
+Modules: clock (injectable time), reader (line input with a deadline), plan
+(what to ask, which exercise, where the file goes), live (the countdown on a
+terminal), rounds (concept and coding rounds), report (scoring, report card,
+history) and run (the whole session as one function the CLI calls).
+"""

@@ -1,0 +1,187 @@
+"""What a mock asks: concept questions aimed at weak topics, one exercise, time budgets.
+
+Why weighted and not just "due cards": a mock is a rehearsal, so it should
+hit the topics the learner has been getting wrong (from the review history),
+while still mixing question kinds the way an interviewer would (a definition,
+a multiple choice, a back-of-envelope number). Nothing here prints or reads
+input; it is all plain functions over the bank and the store.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+import random
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from drill.errors import UserError
+from drill.quiz.schedule import AGAIN, HARD
+from drill.quiz.schema import KINDS, Question
+from drill.store import Review
+
+# Seconds an interviewer would give each kind of question before moving on.
+KIND_BUDGET_S = {"choice": 90.0, "numeric": 120.0, "parametric": 150.0, "recall": 180.0}
+# The concept round gets at most this share of the mock; the rest is for coding.
+CONCEPT_SHARE = 0.4
+MIN_BUDGET_S = 20.0
+
+
+def topic_weakness(reviews: Iterable[Review]) -> dict[str, float]:
+    """Topic -> share of recent answers that went wrong (Again = 1, Hard = 0.5).
+
+    Smoothed with one right and one wrong pseudo-answer, so a topic with no
+    history sits at 0.5 and a single bad answer does not dominate. Only each
+    question's last three answers count: old mistakes since fixed fade out.
+    """
+    per_question: dict[str, list[Review]] = defaultdict(list)
+    for review in reviews:
+        if review.topic:
+            per_question[review.question_id].append(review)
+    wrong: dict[str, float] = defaultdict(float)
+    seen: dict[str, int] = defaultdict(int)
+    for answers in per_question.values():
+        for review in answers[-3:]:
+            topic = review.topic or ""
+            seen[topic] += 1
+            wrong[topic] += 1.0 if review.rating == AGAIN else 0.5 if review.rating == HARD else 0.0
+    return {topic: (wrong[topic] + 1.0) / (seen[topic] + 2.0) for topic in seen}
+
+
+def question_weight(question: Question, weakness: dict[str, float], last_rating: dict[str, int]) -> float:
+    """Weak topic -> likelier; a question last answered Again is likelier still."""
+    weight = weakness.get(question.topic, 0.5)
+    rating = last_rating.get(question.id)
+    if rating == AGAIN:
+        weight *= 2.0
+    elif rating == HARD:
+        weight *= 1.5
+    return max(weight, 0.05)
+
+
+def pick_questions(
+    pool: list[Question], reviews: list[Review], count: int, rng: random.Random
+) -> list[Question]:
+    """`count` questions, kinds taken in turn, each drawn by weakness weight without replacement."""
+    if count <= 0 or not pool:
+        return []
+    weakness = topic_weakness(reviews)
+    last_rating = {r.question_id: r.rating for r in reviews}
+    by_kind: dict[str, list[Question]] = defaultdict(list)
+    for question in pool:
+        by_kind[question.kind].append(question)
+    kinds = [k for k in KINDS if by_kind[k]]
+    rng.shuffle(kinds)
+    chosen: list[Question] = []
+    turn = 0
+    while len(chosen) < count and any(by_kind[k] for k in kinds):
+        kind = kinds[turn % len(kinds)]
+        turn += 1
+        candidates = by_kind[kind]
+        if not candidates:
+            continue
+        # Weighted sampling without replacement (Efraimidis–Spirakis keys).
+        best = max(candidates, key=lambda q: rng.random() ** (1.0 / question_weight(q, weakness, last_rating)))
+        candidates.remove(best)
+        chosen.append(best)
+    return chosen
+
+
+def budgets(questions: list[Question], minutes: float) -> list[float]:
+    """Soft seconds per question: the kind's usual time, squeezed into the concept share."""
+    natural = [KIND_BUDGET_S.get(q.kind, 120.0) for q in questions]
+    total = sum(natural)
+    cap = minutes * 60.0 * CONCEPT_SHARE
+    scale = min(1.0, cap / total) if total else 1.0
+    return [max(MIN_BUDGET_S, s * scale) for s in natural]
+
+
+def choose_exercise(
+    requested: str | None, available: list[str], best: dict[str, str], rng: random.Random
+) -> str:
+    """--exercise if given (must be gradable), else a random one not yet passed (any, if all are)."""
+    if not available:
+        raise UserError("no gradable exercise is installed; the coding round needs one")
+    if requested is not None:
+        if requested not in available:
+            raise UserError(f"unknown exercise '{requested}'; choose from {', '.join(available)}", "--exercise")
+        return requested
+    not_passed = [name for name in available if best.get(name) != "pass"]
+    return rng.choice(not_passed or available)
+
+
+def gradable_exercises() -> list[str]:
+    """Exercises with a starter file and a hidden test spec that is actually installed.
+
+    Checked without importing the specs (they import torch).
+    """
+    from drill.judge import registry
+
+    names = []
+    for name in registry.exercise_names():
+        module = registry.SPECS.get(name)
+        if module is not None and importlib.util.find_spec(module) is not None:
+            names.append(name)
+    return names
+
+
+@dataclass(frozen=True)
+class CodingFile:
+    """Where the learner's file goes, decided before the mock starts."""
+
+    folder: Path
+    path: Path
+    fresh_folder: bool  # True: a new drill-mock-<timestamp>/ because the name was taken
+
+
+def plan_coding_file(base: Path, exercise: str, when: datetime, *, overwrite: bool = False) -> CodingFile:
+    """`base/<exercise>.py`, or the same inside a fresh `drill-mock-<timestamp>/` when that
+    file already exists (a learner's file is never overwritten unless they said so).
+
+    Raises UserError when the folder cannot be created or written to.
+    """
+    base = base.expanduser()
+    if base.exists() and not base.is_dir():
+        raise UserError("not a folder", str(base))
+    target = base / f"{exercise}.py"
+    fresh = target.exists() and not overwrite
+    folder = base
+    if fresh:
+        stamp = when.astimezone().strftime("%Y%m%d-%H%M%S")
+        folder = base / f"drill-mock-{stamp}"
+        suffix = 1
+        while folder.exists():
+            suffix += 1
+            folder = base / f"drill-mock-{stamp}-{suffix}"
+    _check_writable(base)
+    return CodingFile(folder, folder / f"{exercise}.py", fresh)
+
+
+def _check_writable(base: Path) -> None:
+    probe = base
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
+        raise UserError("cannot write here (permission denied); pass --dir with a folder you own", str(probe))
+
+
+def write_starter(coding: CodingFile, starter: Path) -> None:
+    """Copy the starter file into place (creating the folder); UserError on failure."""
+    try:
+        text = starter.read_text(encoding="utf-8")
+        coding.folder.mkdir(parents=True, exist_ok=True)
+        tmp = coding.path.with_name(f".{coding.path.name}.drill-tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, coding.path)
+    except OSError as exc:
+        raise UserError(f"cannot write the exercise file: {exc.strerror or exc}", str(coding.path)) from exc
+
+
+def rank_weak_topics(weakness: dict[str, float], limit: int = 3) -> list[str]:
+    """The weakest topics first (ties: alphabetical, for stable reports)."""
+    ordered = sorted(weakness.items(), key=lambda item: (-item[1], item[0]))
+    return [topic for topic, score in ordered[:limit] if score > 0.0 and not math.isnan(score)]

@@ -1,0 +1,236 @@
+"""Scoring a mock, its report card, and the history of past mocks.
+
+The report is a plain dict (saved as the mock's report_json) and the card is
+rendered from that dict alone, so `drill mock --history` and any later tool
+read exactly what the learner saw. Scores are honest rather than generous:
+a coding round counts fully only when the hidden tests all pass; a failing
+file earns at most half, in proportion to the tests it passes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from drill.mock.clock import duration, mmss
+from drill.mock.plan import rank_weak_topics
+from drill.mock.rounds import CodingRound, ConceptRound
+from drill.quiz.schedule import RATING_NAMES
+
+REPORT_VERSION = 1
+CONCEPT_WEIGHT = 0.4  # of the overall score; the coding round carries the rest
+OUTCOME_MARK = {"right": "✓ right", "partial": "~ partial", "wrong": "✗ wrong", "skipped": "– skipped", "missed": "✗ not answered"}
+
+
+def coding_score(submission: dict[str, Any] | None) -> float:
+    if not submission or not submission.get("total"):
+        return 0.0
+    if submission["status"] == "pass":
+        return 1.0
+    return 0.5 * submission["passed"] / submission["total"]
+
+
+def build_report(
+    *,
+    mock_id: int,
+    status: str,
+    minutes: float,
+    elapsed_s: float,
+    seed: int | None,
+    concept: ConceptRound | None,
+    coding: CodingRound | None,
+    exercise: str,
+    history_weakness: dict[str, float],
+    error: str | None = None,
+) -> dict[str, Any]:
+    """Everything the report card shows, as JSON-ready data."""
+    questions = [dict(r.__dict__) for r in concept.results] if concept else []
+    submissions = [s.to_dict() for s in coding.submissions] if coding else []
+    final = submissions[-1] if submissions else None
+    concept_pct = 100.0 * sum(_points(q) for q in questions) / len(questions) if questions else None
+    coding_pct = 100.0 * coding_score(final)
+    if concept_pct is None:
+        overall = coding_pct
+    else:
+        overall = CONCEPT_WEIGHT * concept_pct + (1 - CONCEPT_WEIGHT) * coding_pct
+    weak = _weak_topics(questions, history_weakness)
+    to_review = [q["id"] for q in questions if q["outcome"] != "right"]
+    review_topics = sorted({q["topic"] for q in questions if q["outcome"] != "right"}, key=lambda t: weak.index(t) if t in weak else 99)
+    return {
+        "version": REPORT_VERSION,
+        "mock_id": mock_id,
+        "status": status,
+        "error": error,
+        "minutes": minutes,
+        "elapsed_s": round(elapsed_s, 1),
+        "seed": seed,
+        "concept": {"score_pct": _round(concept_pct), "questions": questions},
+        "coding": {
+            "exercise": exercise,
+            "file": str(coding.coding.path) if coding and coding.reached else None,
+            "reached": bool(coding and coding.reached),
+            "score_pct": _round(coding_pct),
+            "submissions": submissions,
+        },
+        "score": _round(overall),
+        "weak_topics": weak,
+        "to_review": to_review,
+        "review_topics": review_topics or weak[:2],
+    }
+
+
+def _points(question: dict[str, Any]) -> float:
+    return {"right": 1.0, "partial": 0.5}.get(question["outcome"], 0.0)
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
+
+
+def _weak_topics(questions: list[dict[str, Any]], history: dict[str, float]) -> list[str]:
+    """This mock's misses weigh as much as the history: both say where the gaps are."""
+    scores: dict[str, list[float]] = defaultdict(list)
+    for topic, weakness in history.items():
+        scores[topic].append(weakness)
+    for q in questions:
+        scores[q["topic"]].append(1.0 - _points(q))
+    merged = {topic: sum(vals) / len(vals) for topic, vals in scores.items()}
+    return rank_weak_topics({t: s for t, s in merged.items() if s >= 0.5})
+
+
+# -- rendering -------------------------------------------------------------
+
+
+def render_report(console: Console, report: dict[str, Any]) -> None:
+    """The report card: per round, per question, the code verdict, what to study next."""
+    console.print()
+    status = {"completed": "completed", "expired": "time ran out", "abandoned": "abandoned"}.get(report["status"], report["status"])
+    console.print(Text(f"Mock #{report['mock_id']} report — {status} after {duration(report['elapsed_s'])} "
+                       f"of {mmss(report['minutes'] * 60)} — score {report['score']:.0f}/100", style="bold reverse"))
+    if report.get("error"):
+        console.print(Text(f"stopped by an error: {report['error']}", style="red"))
+    questions = report["concept"]["questions"]
+    if questions:
+        console.print()
+        console.print(Text(f"Concept round: {report['concept']['score_pct']:.0f}%", style="bold"))
+        table = Table(box=None, padding=(0, 1), show_edge=False)
+        for column in ("#", "question", "topic · kind", "result", "time/budget"):
+            table.add_column(column, no_wrap=True, overflow="fold" if column == "question" else "ellipsis")
+        for i, q in enumerate(questions, 1):
+            result = OUTCOME_MARK.get(q["outcome"], q["outcome"])
+            if q["rating"] is not None and q["kind"] == "recall":
+                result += f" ({RATING_NAMES[q['rating']]})"
+            spent = "—" if q["seconds"] is None else duration(q["seconds"])
+            over = q["seconds"] is not None and q["seconds"] > q["budget_s"]
+            table.add_row(str(i), q["id"], f"{q['topic']} · {q['kind']}", result,
+                          Text(f"{spent} / {mmss(q['budget_s'])}", style="yellow" if over else ""))
+        console.print(table)
+    _render_coding(console, report["coding"])
+    console.print()
+    if report["weak_topics"]:
+        console.print(Text("Weakest topics: " + ", ".join(report["weak_topics"]), style="bold"))
+    console.print(Text("What to review next", style="bold"))
+    if report["to_review"]:
+        console.print(Text("  questions: " + ", ".join(report["to_review"])))
+    if report["review_topics"]:
+        flags = " ".join(f"--topic {t}" for t in report["review_topics"])
+        console.print(Text(f"  drill quiz {flags}", style="cyan"))
+    coding = report["coding"]
+    final = coding["submissions"][-1] if coding["submissions"] else None
+    if coding["reached"] and (final is None or final["status"] != "pass"):
+        console.print(Text(f"  drill check {coding['file']}   (keep going until it passes)", style="cyan"))
+    if not report["to_review"] and final is not None and final["status"] == "pass":
+        console.print(Text("  nothing missed — try a longer mock or another exercise (--exercise)", style="green"))
+
+
+def _render_coding(console: Console, coding: dict[str, Any]) -> None:
+    console.print()
+    if not coding["reached"]:
+        console.print(Text(f"Coding round ({coding['exercise']}): not reached — 0%", style="bold"))
+        return
+    subs = coding["submissions"]
+    console.print(Text(f"Coding round ({coding['exercise']}): {coding['score_pct']:.0f}% — "
+                       f"{len(subs)} submission{'s' * (len(subs) != 1)}", style="bold"))
+    if not subs:
+        console.print(Text("  nothing graded", style="red"))
+        return
+    for n, s in enumerate(subs, 1):
+        when = duration(s["at_s"]) + (" (at time-up)" if s["at_deadline"] else "")
+        verdict = "not attempted" if s["status"] == "not_attempted" else f"{s['status']} {s['passed']}/{s['total']}"
+        console.print(Text(f"  #{n} at {when}: {verdict}", style="green" if s["status"] == "pass" else "red"))
+    final = subs[-1]
+    if final["diagnosis"]:
+        console.print(Text(f"  diagnosis: {final['diagnosis']}", style="bold red"))
+        if final["detail"]:
+            console.print(Text(f"    {final['detail']}"))
+        if final["fix"]:
+            console.print(Text(f"    fix: {final['fix']}", style="dim"))
+    for note in final["advisories"]:
+        console.print(Text(f"  note: {note}", style="yellow"))
+
+
+def render_history(console: Console, mocks: list[dict[str, Any]]) -> None:
+    """Past mocks, oldest first, with the change in score since the previous finished one."""
+    if not mocks:
+        console.print(Text("No mocks yet. Sit one with `drill mock` (try `--minutes 20 --questions 3` for a short one)."))
+        return
+    from rich import box
+
+    table = Table(title="Mock interviews", title_justify="left", padding=(0, 1), box=box.SIMPLE_HEAD)
+    for column in ("#", "date", "min", "status", "exercise", "concept", "coding", "score", "trend"):
+        table.add_column(column, justify="right" if column in ("#", "min", "concept", "score") else "left", no_wrap=True)
+    previous: float | None = None
+    scores: list[float] = []
+    for mock in mocks:
+        report = _load(mock.get("report_json"))
+        concept = report.get("concept", {}).get("score_pct")
+        coding = report.get("coding", {})
+        final = coding.get("submissions", [])[-1:] if coding else []
+        verdict = "—"
+        if final:
+            verdict = "untouched" if final[0]["status"] == "not_attempted" else f"{final[0]['status']} {final[0]['passed']}/{final[0]['total']}"
+        elif coding.get("reached") is False and report:
+            verdict = "not reached"
+        score = mock.get("score")
+        trend = ""
+        if score is not None and mock["status"] in ("completed", "expired"):
+            if previous is not None:
+                delta = score - previous
+                trend = "=" if abs(delta) < 0.5 else (f"▲ +{delta:.0f}" if delta > 0 else f"▼ {delta:.0f}")
+            previous = score
+            scores.append(score)
+        table.add_row(
+            str(mock["id"]), _local_time(mock.get("started_at")), f"{mock.get('minutes') or 0:g}",
+            "unfinished" if mock["status"] == "running" else mock["status"], mock.get("exercise") or "—", "—" if concept is None else f"{concept:.0f}%", verdict,
+            "—" if score is None else f"{score:.0f}", trend,
+        )
+    console.print(table)
+    if len(scores) >= 2:
+        console.print(Text(f"Finished mocks: {len(scores)}; first {scores[0]:.0f}, best {max(scores):.0f}, latest {scores[-1]:.0f}"))
+
+
+def _load(text: str | None) -> dict[str, Any]:
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _local_time(iso: str | None) -> str:
+    """'2025-01-06T09:00:00+00:00' -> '01-06 10:00' in the learner's time zone."""
+    if not iso:
+        return ""
+    from drill.quiz.schedule import parse_time
+
+    try:
+        return parse_time(iso).astimezone().strftime("%m-%d %H:%M")
+    except ValueError:
+        return iso[:16]

@@ -1,0 +1,333 @@
+"""The two rounds of a mock: concept questions, then a coding task.
+
+Each round keeps its results in a list/object that is filled in as it goes,
+so whatever ends the mock (time, Ctrl-C, a deleted file) the report is built
+from exactly what happened up to that point. Concept questions are asked by
+the quiz engine (`drill.quiz.session.Session.ask`: same checking, same FSRS
+update, recorded with source='mock'); grading is `drill.judge.check.check_file`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Callable
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.text import Text
+
+from drill.errors import UserError
+from drill.mock.clock import Clock, Countdown, mmss
+from drill.mock.plan import CodingFile, write_starter
+from drill.mock.reader import DeadlineReader, EndOfInput, TimeUp
+from drill.quiz.schedule import GOOD, HARD, Scheduler
+from drill.quiz.schema import Question
+from drill.quiz.session import QUIT_WORDS, Session
+from drill.store import Attempt, Store
+
+SKIP_WORDS = {"skip", "pass"}
+SUBMIT_WORDS = {"", "submit", "s"}
+FINISH_WORDS = {"done", "finish"} | QUIT_WORDS
+
+Grader = Callable[[Path, str, "int | None"], Any]  # (file, exercise, seed) -> drill.judge.check.Result
+
+
+class Abandoned(Exception):
+    """The learner chose to abandon the mock (or Ctrl-C without a terminal to ask on)."""
+
+
+class _Skip(Exception):
+    pass
+
+
+class _EndRound(Exception):
+    pass
+
+
+@dataclass
+class MockContext:
+    """What both rounds share: I/O, time, the store and the mock's id."""
+
+    console: Console
+    read: DeadlineReader
+    clock: Clock
+    countdown: Countdown
+    store: Store
+    mock_id: int
+    rng: random.Random
+    interactive: bool
+    seed: int | None = None
+    live: Any = None  # drill.mock.live.LiveStatus on a terminal, else None
+
+    def phase(self, text: str) -> None:
+        if self.live is not None:
+            self.live.set_phase(text)
+
+    def busy(self) -> Any:
+        """Context for a long blocking call: the countdown keeps ticking on a terminal."""
+        return self.live.ticking() if self.live is not None else nullcontext()
+
+    def say(self, text: str, style: str = "") -> None:
+        self.console.print(Text(text, style=style))
+
+    def interrupted(self) -> None:
+        """After Ctrl-C: ask whether to abandon (raises Abandoned) or carry on (returns).
+
+        The clock keeps running while the question is on screen: a real
+        interview does not stop either. Without a terminal there is nobody to
+        ask, so Ctrl-C abandons.
+        """
+        self.console.print()
+        if not self.interactive:
+            raise Abandoned
+        try:
+            answer = self.read("Ctrl-C: abandon this mock? y = abandon (the report is saved), Enter = continue >", self.countdown)
+        except (KeyboardInterrupt, EndOfInput):
+            raise Abandoned from None
+        if answer.strip().lower() in ("y", "yes", "abandon"):
+            raise Abandoned
+        self.say("continuing — the clock did not stop", "yellow")
+
+
+# -- concept round ---------------------------------------------------------
+
+
+@dataclass
+class QuestionResult:
+    id: str
+    topic: str
+    kind: str
+    budget_s: float
+    outcome: str = "missed"  # right | partial | wrong | skipped | missed (never answered)
+    rating: int | None = None
+    seconds: float | None = None
+
+    @property
+    def points(self) -> float:
+        return {"right": 1.0, "partial": 0.5}.get(self.outcome, 0.0)
+
+
+def _outcome(rating: int, right: bool | None) -> str:
+    if right is not None:
+        return "right" if right else "wrong"
+    return "right" if rating >= GOOD else "partial" if rating == HARD else "wrong"
+
+
+@dataclass
+class ConceptRound:
+    ctx: MockContext
+    questions: list[Question]
+    budgets: list[float]
+    scheduler: Scheduler
+    results: list[QuestionResult] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.results = [QuestionResult(q.id, q.topic, q.kind, b) for q, b in zip(self.questions, self.budgets)]
+
+    def run(self) -> None:
+        """Ask every question; TimeUp and Abandoned propagate (results so far are kept)."""
+        ctx = self.ctx
+        if not self.questions:
+            return
+        ctx.console.print()
+        ctx.say(f"Round 1 — {len(self.questions)} concept question{'s' * (len(self.questions) != 1)}", "bold")
+        for index, (question, result) in enumerate(zip(self.questions, self.results)):
+            began = ctx.clock.monotonic()
+            self._header(index, question, result)
+            session = Session(
+                ctx.store, ctx.console, self._line_reader(began, result.budget_s), self.scheduler, ctx.rng,
+                ctx.clock.now, source="mock",
+            )
+            try:
+                while True:
+                    try:
+                        rating, _answer, right = session.ask(question)
+                        result.rating, result.outcome = rating, _outcome(rating, right)
+                        break
+                    except KeyboardInterrupt:
+                        ctx.interrupted()
+                        self._header(index, question, result)  # continue: the same question again
+            except _Skip:
+                result.outcome = "skipped"
+                ctx.say("skipped — it goes on your review list", "yellow")
+            except _EndRound:
+                result.outcome = "skipped"
+                ctx.say("concept round ended early; the remaining questions count as missed", "yellow")
+                return
+            except EndOfInput:
+                ctx.say("end of input: the remaining questions count as missed", "yellow")
+                return
+            finally:
+                result.seconds = ctx.clock.monotonic() - began
+            if result.seconds > result.budget_s:
+                ctx.say(f"took {mmss(result.seconds)} of a {mmss(result.budget_s)} budget", "yellow")
+
+    def _header(self, index: int, question: Question, result: QuestionResult) -> None:
+        ctx = self.ctx
+        ctx.phase(f"round 1: question {index + 1}/{len(self.questions)}")
+        ctx.console.print()
+        ctx.say(
+            f"Question {index + 1}/{len(self.questions)} · {question.topic} · {question.kind} · "
+            f"budget {mmss(result.budget_s)} · {mmss(ctx.countdown.remaining())} left in the mock",
+            "bold magenta",
+        )
+
+    def _line_reader(self, began: float, budget: float) -> Callable[[str], str]:
+        """The quiz engine's LineReader, with the question's budget in the prompt and
+        the mock's own words (skip, q) taken out before the quiz sees them."""
+        ctx = self.ctx
+
+        def read(prompt: str) -> str:
+            spent = ctx.clock.monotonic() - began
+            left = budget - spent
+            tag = f"{mmss(left)} of budget" if left > 0 else f"over budget by {mmss(-left)}"
+            line = ctx.read(f"({tag}) {prompt}", ctx.countdown)
+            word = line.strip().lower()
+            if word in SKIP_WORDS:
+                raise _Skip
+            if word in QUIT_WORDS:
+                raise _EndRound
+            return line
+
+        return read
+
+
+# -- coding round ----------------------------------------------------------
+
+
+@dataclass
+class Submission:
+    at_s: float  # seconds into the mock
+    status: str  # pass | fail | error | not_attempted
+    passed: int = 0
+    total: int = 0
+    diagnosis_id: str | None = None
+    diagnosis: str | None = None
+    detail: str = ""
+    fix: str = ""
+    advisories: list[str] = field(default_factory=list)
+    seed: int | None = None
+    at_deadline: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class CodingRound:
+    ctx: MockContext
+    exercise: str
+    coding: CodingFile
+    starter: Path
+    grade: Grader
+    submissions: list[Submission] = field(default_factory=list)
+    reached: bool = False
+    _starter_digest: str = ""
+    _graded_digest: str | None = None
+
+    def run(self) -> None:
+        """Write the starter, then grade on each Enter until pass, done, end of input or time."""
+        ctx = self.ctx
+        if ctx.countdown.expired():
+            raise TimeUp
+        write_starter(self.coding, self.starter)
+        self.reached = True
+        self._starter_digest = self._digest()
+        ctx.phase(f"round 2: coding {self.coding.path.name}")
+        ctx.console.print()
+        ctx.say(f"Round 2 — coding: implement `{self.exercise}`", "bold")
+        ctx.say(f"Your file: {self.coding.path}", "bold green")
+        if self.coding.fresh_folder:
+            ctx.say(f"({self.coding.folder.parent / (self.exercise + '.py')} already exists, so a fresh folder was made)", "dim")
+        ctx.say("Open it in your editor; its docstring is the contract. Save, then press Enter (or type submit) "
+                "to run the hidden tests. Resubmit as often as you like; type done to finish early. "
+                "When time runs out, the last saved version is graded.")
+        while True:
+            try:
+                line = ctx.read(f"Enter = grade {self.coding.path.name}, done = finish >", ctx.countdown)
+            except TimeUp:
+                ctx.say("Time is up — grading your last saved file.", "bold yellow")
+                self.final(at_deadline=True)
+                raise
+            except EndOfInput:
+                self.final()
+                return
+            except KeyboardInterrupt:
+                ctx.interrupted()
+                continue
+            word = line.strip().lower()
+            if word in SUBMIT_WORDS:
+                try:
+                    submission = self.submit()
+                except KeyboardInterrupt:
+                    ctx.say("grading interrupted", "yellow")
+                    ctx.interrupted()
+                    continue
+                if submission.status == "pass":
+                    ctx.say("All hidden tests pass: the coding round is complete.", "bold green")
+                    return
+            elif word in FINISH_WORDS:
+                self.final()
+                return
+            else:
+                ctx.say("press Enter (or type submit) to grade your file, or type done to finish", "yellow")
+
+    def final(self, *, at_deadline: bool = False) -> None:
+        """Grade the latest saved file unless that exact content was graded already."""
+        if self.reached and self._digest() != self._graded_digest:
+            self.submit(at_deadline=at_deadline)
+
+    def _digest(self) -> str:
+        try:
+            return hashlib.sha256(self.coding.path.read_bytes()).hexdigest()
+        except FileNotFoundError:
+            raise UserError("the exercise file was deleted during the coding round", str(self.coding.path)) from None
+        except OSError as exc:
+            raise UserError(f"cannot read the exercise file: {exc.strerror or exc}", str(self.coding.path)) from exc
+
+    def submit(self, *, at_deadline: bool = False) -> Submission:
+        ctx = self.ctx
+        digest = self._digest()
+        at = ctx.countdown.elapsed()
+        if digest == self._starter_digest:
+            submission = Submission(at, "not_attempted", detail="the file is still the untouched starter", at_deadline=at_deadline)
+            ctx.say("✗ the file is unchanged from the starter — nothing to grade yet", "bold red")
+        else:
+            ctx.say("grading with the hidden tests…", "dim")
+            began = ctx.clock.monotonic()
+            with ctx.busy():
+                result = self.grade(self.coding.path, self.exercise, ctx.seed)
+            submission = _submission(result, at, at_deadline)
+            ctx.store.record_attempt(Attempt(
+                exercise=self.exercise, attempted_at=ctx.clock.now().isoformat(), status=result.status,
+                diagnosis=submission.diagnosis_id, seed=result.seed, tests_passed=result.passed,
+                tests_total=result.total, elapsed_ms=int((ctx.clock.monotonic() - began) * 1000),
+                file=str(self.coding.path), mock_id=ctx.mock_id,
+            ))
+            self._show(submission)
+        self._graded_digest = digest
+        self.submissions.append(submission)
+        return submission
+
+    def _show(self, s: Submission) -> None:
+        ctx = self.ctx
+        mark, style = ("✓ pass", "bold green") if s.status == "pass" else (f"✗ {s.status}", "bold red")
+        ctx.say(f"{mark}: {s.passed}/{s.total} hidden tests", style)
+        if s.diagnosis:
+            ctx.say(f"  likely mistake: {s.diagnosis}" + (f" — {s.detail}" if s.detail else ""), "red")
+        for note in s.advisories:
+            ctx.say(f"  note: {note}", "yellow")
+
+
+def _submission(result: Any, at: float, at_deadline: bool) -> Submission:
+    d = result.diagnosis
+    return Submission(
+        at_s=at, status=result.status, passed=result.passed, total=result.total,
+        diagnosis_id=getattr(d, "id", None), diagnosis=getattr(d, "title", None),
+        detail=result.diagnosis_detail or "", fix=getattr(d, "fix", "") or "",
+        advisories=list(result.advisories), seed=result.seed, at_deadline=at_deadline,
+    )

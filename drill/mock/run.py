@@ -1,0 +1,191 @@
+"""`drill mock` as one plain function: plan, brief, two rounds, report, save.
+
+Why the injected pieces (console, reader, clock, grader, store): a test can
+sit a whole "45-minute" mock in milliseconds, run out of time mid-question,
+or press Ctrl-C at any prompt, and check what was saved. The mock row is
+created when the brief is shown and is always finished — completed, expired
+or abandoned — with whatever report exists at that point, even when an error
+stops it.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.text import Text
+
+from drill.errors import UserError
+from drill.mock import plan
+from drill.mock.clock import Clock, Countdown, SystemClock, mmss
+from drill.mock.live import LiveStatus
+from drill.mock.reader import DeadlineReader, EndOfInput, TimeUp, stream_reader
+from drill.mock.report import build_report, render_history, render_report
+from drill.mock.rounds import Abandoned, CodingRound, ConceptRound, Grader, MockContext
+from drill.paths import exercises_dir
+from drill.quiz.loader import load_bank
+from drill.quiz.schedule import Scheduler
+from drill.quiz.select import Filters, filtered
+from drill.store import Store, open_store
+
+EXIT_ABANDONED = 130
+
+
+@dataclass(frozen=True)
+class MockOptions:
+    minutes: float = 45.0
+    topics: tuple[str, ...] = ()
+    exercise: str | None = None
+    questions: int = 6
+    seed: int | None = None
+    folder: Path | None = None
+    bank: Path | None = None
+
+
+def run_mock(
+    options: MockOptions,
+    *,
+    console: Console | None = None,
+    read: DeadlineReader | None = None,
+    clock: Clock | None = None,
+    store: Store | None = None,
+    grade: Grader | None = None,
+    interactive: bool | None = None,
+    fuzz: bool = True,
+) -> int:
+    """Sit one mock; returns the exit code (0 finished or timed out, 130 abandoned).
+
+    Raises UserError for bad options (before anything is recorded) and for
+    errors mid-mock (after the report so far is saved).
+    """
+    console = console or Console(highlight=False)
+    clock = clock or SystemClock()
+    if interactive is None:
+        interactive = read is None and sys.stdin is not None and sys.stdin.isatty()
+    if options.minutes <= 0:
+        raise UserError(f"--minutes must be positive, not {options.minutes:g}", "--minutes")
+    if options.questions < 0:
+        raise UserError(f"--questions must be 0 or more, not {options.questions}", "--questions")
+    questions_pool = _question_pool(options)
+    own_store = store is None
+    store = store or open_store()
+    try:
+        rng = random.Random(options.seed)
+        reviews = store.reviews()
+        questions = plan.pick_questions(questions_pool, reviews, options.questions, rng)
+        exercise = plan.choose_exercise(options.exercise, plan.gradable_exercises(), store.best_results(), rng)
+        coding_file = plan.plan_coding_file(options.folder or Path.cwd(), exercise, clock.now())
+        live = LiveStatus.for_terminal(console) if interactive and read is None else None
+        reader = read or stream_reader(console, on_tick=live.tick if live else None)
+        if coding_file.fresh_folder and interactive:
+            coding_file = _ask_overwrite(console, reader, clock, options.folder or Path.cwd(), exercise, coding_file)
+        return _sit(options, console, reader, clock, store, grade or _check_file, interactive, fuzz, rng,
+                    questions, exercise, coding_file, reviews, live)
+    finally:
+        if own_store:
+            store.close()
+
+
+def _question_pool(options: MockOptions) -> list:  # type: ignore[type-arg]
+    if options.questions == 0:
+        return []
+    bank = load_bank(options.bank)
+    known = bank.topics()
+    for topic in options.topics:
+        if topic not in known:
+            raise UserError(f"unknown topic {topic!r}; topics: {', '.join(known)}", "--topics")
+    pool = filtered(bank.questions, Filters(topics=options.topics))
+    if not pool:
+        raise UserError("no question matches --topics", "--topics")
+    return pool
+
+
+def _ask_overwrite(console: Console, reader: DeadlineReader, clock: Clock, base: Path, exercise: str,
+                   planned: plan.CodingFile) -> plan.CodingFile:
+    """The learner's file exists: offer overwriting it; the default keeps it and uses a fresh folder."""
+    existing = base / f"{exercise}.py"
+    patience = Countdown(clock, 3600.0)  # before the mock's clock starts
+    try:
+        answer = reader(f"{existing} exists. Overwrite it with the starter? y = overwrite, Enter = use {planned.folder.name}/ >", patience)
+    except (EndOfInput, TimeUp):
+        return planned
+    if answer.strip().lower() in ("y", "yes", "overwrite"):
+        return plan.plan_coding_file(base, exercise, clock.now(), overwrite=True)
+    return planned
+
+
+def _sit(options, console, reader, clock, store, grade, interactive, fuzz, rng, questions, exercise,  # type: ignore[no-untyped-def]
+         coding_file, reviews, live) -> int:
+    minutes = options.minutes
+    mock_id = store.start_mock(minutes, exercise)
+    countdown = Countdown(clock, minutes * 60.0)
+    ctx = MockContext(console, reader, clock, countdown, store, mock_id, rng, interactive, options.seed, live)
+    if live is not None:
+        live.start(countdown, f"drill mock #{mock_id}")
+    budgets = plan.budgets(questions, minutes)
+    _brief(ctx, questions, budgets, exercise, coding_file)
+    concept = ConceptRound(ctx, questions, budgets, Scheduler(fuzz=fuzz))
+    coding = CodingRound(ctx, exercise, coding_file, exercises_dir() / f"{exercise}.py", grade)
+    status, error, code = "completed", None, 0
+    try:
+        try:
+            concept.run()
+            coding.run()
+        except TimeUp:
+            status = "expired"
+            console.print()
+            console.print(Text("Time is up.", style="bold yellow"))
+        except Abandoned:
+            status, code = "abandoned", EXIT_ABANDONED
+            console.print(Text("Mock abandoned — saving what you did.", style="bold yellow"))
+        except UserError as exc:
+            status, error = "abandoned", str(exc)
+            raise
+        except BaseException as exc:  # a crash or a second Ctrl-C: still record the mock as far as it went
+            status, error = "abandoned", f"{type(exc).__name__}: {exc}"
+            raise
+    finally:
+        if live is not None:
+            live.stop()
+        report = build_report(
+            mock_id=mock_id, status=status, minutes=minutes, elapsed_s=min(countdown.elapsed(), minutes * 60.0),
+            seed=options.seed, concept=concept, coding=coding, exercise=exercise,
+            history_weakness=plan.topic_weakness(reviews), error=error,
+        )
+        store.finish_mock(mock_id, status, report["score"], report)
+        render_report(console, report)
+    return code
+
+
+def _brief(ctx: MockContext, questions: list, budgets: list[float], exercise: str, coding_file: plan.CodingFile) -> None:  # type: ignore[type-arg]
+    say = ctx.say
+    minutes = ctx.countdown.remaining() / 60.0
+    say(f"Mock interview #{ctx.mock_id} — {mmss(minutes * 60)} on the clock, starting now; it does not pause.", "bold reverse")
+    if questions:
+        topics = sorted({q.topic for q in questions})
+        say(f"Round 1: {len(questions)} concept question{'s' * (len(questions) != 1)} ({', '.join(topics)}), "
+            f"about {mmss(sum(budgets))} in all; each shows its own budget. Type skip to pass one, q to end the round.")
+    say(f"Round 2: coding — implement `{exercise}` in {coding_file.path}; graded with hidden tests, resubmit as often as you like.")
+    say("At 0:00 the mock ends: unanswered questions count as missed and your last saved file is graded. "
+        "Ctrl-C asks whether to abandon.", "dim")
+
+
+def _check_file(path: Path, exercise: str, seed: int | None):  # type: ignore[no-untyped-def]
+    from drill.judge.check import check_file
+
+    return check_file(path, exercise=exercise, seed=seed)
+
+
+def show_history(console: Console | None = None, store: Store | None = None) -> None:
+    """`drill mock --history`."""
+    console = console or Console(highlight=False)
+    own = store is None
+    store = store or open_store()
+    try:
+        render_history(console, store.mocks())
+    finally:
+        if own:
+            store.close()
