@@ -179,9 +179,8 @@ def render_history(console: Console, mocks: list[dict[str, Any]]) -> None:
     if not mocks:
         console.print(Text("No mocks yet. Sit one with `drill mock` (try `--minutes 20 --questions 3` for a short one)."))
         return
-    from rich import box
-
-    table = Table(title="Mock interviews", title_justify="left", padding=(0, 1), box=box.SIMPLE_HEAD)
+    table = Table(title="Mock interviews", title_justify="left", padding=(0, 1), box=None, pad_edge=False,
+                  header_style="bold underline")
     for column in ("#", "date", "min", "status", "exercise", "concept", "coding", "score", "trend"):
         table.add_column(column, justify="right" if column in ("#", "min", "concept", "score") else "left", no_wrap=True)
     previous: float | None = None

@@ -1,0 +1,386 @@
+"""`drill mock`: timed sessions end to end, with a fake clock, scripted input and the real grader.
+
+Most tests inject a FakeClock + ScriptedReader through the Python API (a
+"45-minute" mock runs in milliseconds) and a stub grader; two tests use the
+real `check_file` (each spawns a grading child, a few seconds): one through
+the API, one through the installed CLI over a pipe.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from drill.cli import app
+from drill.mock.clock import Countdown, FakeClock, SystemClock
+from drill.mock.reader import INTERRUPT, EndOfInput, ScriptedReader, TimeUp, stream_reader
+from drill.mock.run import EXIT_ABANDONED, MockOptions, run_mock
+from drill.store import Store
+
+ROOT = Path(__file__).resolve().parent.parent
+GOOD_ATTENTION = ROOT / "tests" / "fixtures" / "solutions" / "attention" / "good_matmul_softmax.py"
+BUGGY_ATTENTION = ROOT / "tests" / "fixtures" / "solutions" / "attention" / "bug_missing_scale__matmul.py"
+runner = CliRunner()
+RIGHT, WRONG = "a,b", "a"
+
+# Both options of every question are correct (options may be shown in any
+# order), so "a,b" is always right and "a" always wrong: a script can answer
+# without knowing which question the weighting drew.
+BANK = """\
+topic: {topic}
+questions:
+  - id: {topic}-choice-one
+    kind: choice
+    difficulty: easy
+    prompt: "Pick the first option ({topic} one)."
+    explanation: "The first option is right."
+    options:
+      - {{text: "first", correct: true}}
+      - {{text: "second", correct: true}}
+  - id: {topic}-choice-two
+    kind: choice
+    difficulty: easy
+    prompt: "Pick the first option ({topic} two)."
+    explanation: "The first option is right."
+    options:
+      - {{text: "first", correct: true}}
+      - {{text: "second", correct: true}}
+"""
+
+
+@pytest.fixture
+def bank(tmp_path: Path) -> Path:
+    folder = tmp_path / "bank"
+    folder.mkdir()
+    for topic in ("alpha", "beta"):
+        (folder / f"{topic}.yaml").write_text(BANK.format(topic=topic))
+    return folder
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "home"
+    monkeypatch.setenv("DRILL_HOME", str(path))
+    return path
+
+
+@dataclass
+class StubResult:
+    """Shaped like drill.judge.check.Result, for tests that must not spawn the grader."""
+
+    status: str
+    passed: int
+    total: int
+    seed: int = 7
+    diagnosis: Any = None
+    diagnosis_detail: str = ""
+    advisories: list[str] = field(default_factory=list)
+
+
+@dataclass
+class StubDiagnosis:
+    id: str = "missing_scale"
+    title: str = "Missing 1/sqrt(d_k) scaling"
+    why: str = ""
+    fix: str = "divide the scores by sqrt(d_k)"
+
+
+class StubGrader:
+    """Records what it was asked to grade; passes files containing 'GOOD'."""
+
+    def __init__(self) -> None:
+        self.graded: list[str] = []
+
+    def __call__(self, path: Path, exercise: str, seed: int | None) -> StubResult:
+        text = path.read_text()
+        self.graded.append(text)
+        if "GOOD" in text:
+            return StubResult("pass", 12, 12)
+        return StubResult("fail", 3, 12, diagnosis=StubDiagnosis(), diagnosis_detail="matches on 9 failing tests")
+
+
+def sit(tmp_path: Path, bank: Path, steps: list, *, grade: Any = None, interactive: bool = False, **opts: Any):
+    clock = FakeClock()
+    console = Console(record=True, width=100, force_terminal=False)
+    reader = ScriptedReader(console, clock, steps)
+    store = Store(tmp_path / "progress.db")
+    options = MockOptions(**{"minutes": 45, "questions": 2, "seed": 3, "exercise": "attention",
+                             "folder": tmp_path / "work", "bank": bank, **opts})
+    code = run_mock(options, console=console, read=reader, clock=clock, store=store,
+                    grade=grade if grade is not None else StubGrader(), interactive=interactive, fuzz=False)
+    return code, store, console.export_text(), reader
+
+
+def last_report(store: Store) -> dict[str, Any]:
+    mock = store.mocks()[-1]
+    return {**mock, "report": json.loads(mock["report_json"])}
+
+
+def write_into(path: Path, text: str, then: str = "submit"):
+    def step() -> str:
+        path.write_text(text)
+        return then
+
+    return step
+
+
+# -- full sessions ------------------------------------------------------------
+
+
+def test_full_mock_with_real_grader_records_everything(tmp_path: Path, bank: Path) -> None:
+    work = tmp_path / "work"
+    steps = [(60, RIGHT), (200, RIGHT), lambda: (shutil.copy(GOOD_ATTENTION, work / "attention.py"), "submit")[1]]
+    code, store, out, _ = sit(tmp_path, bank, steps, grade=_real_grader())
+    assert code == 0, out
+    mock = last_report(store)
+    report = mock["report"]
+    assert mock["status"] == "completed" and mock["exercise"] == "attention"
+    assert report["concept"]["score_pct"] == 100.0
+    assert [q["outcome"] for q in report["concept"]["questions"]] == ["right", "right"]
+    assert [q["seconds"] for q in report["concept"]["questions"]] == [60.0, 200.0]
+    final = report["coding"]["submissions"][-1]
+    assert final["status"] == "pass" and final["passed"] == final["total"] > 0
+    assert report["score"] == 100.0 == mock["score"]
+    # concept answers feed FSRS as mock reviews; the attempt is tied to the mock
+    assert {r.source for r in store.reviews()} == {"mock"} and len(store.cards()) == 2
+    attempts = store.attempts("attention")
+    assert [(a.status, a.mock_id) for a in attempts] == [("pass", mock["id"])]
+    assert "All hidden tests pass" in out and "Mock #1 report" in out
+
+
+def _real_grader():
+    from drill.mock.run import _check_file
+
+    return _check_file
+
+
+def test_wrong_answers_and_failed_code_name_what_to_review(tmp_path: Path, bank: Path) -> None:
+    work = tmp_path / "work"
+    steps = [WRONG, "skip", write_into(work / "attention.py", "# BUGGY attempt\n"), "done"]
+    code, store, out, _ = sit(tmp_path, bank, steps)
+    report = last_report(store)["report"]
+    assert code == 0
+    outcomes = [q["outcome"] for q in report["concept"]["questions"]]
+    assert outcomes == ["wrong", "skipped"]
+    assert report["to_review"] == [q["id"] for q in report["concept"]["questions"]]
+    assert report["review_topics"] and "drill quiz --topic" in out
+    final = report["coding"]["submissions"][-1]
+    assert (final["status"], final["diagnosis"]) == ("fail", "Missing 1/sqrt(d_k) scaling")
+    assert "diagnosis: Missing 1/sqrt(d_k) scaling" in out and "drill check" in out
+    # 0 concept points, failing code with 3/12 tests: half credit in proportion
+    assert report["score"] == pytest.approx(0.6 * 100 * 0.5 * 3 / 12, abs=0.1)
+    # a skipped question is not an answer: only the wrong one reached FSRS
+    assert len(store.reviews()) == 1 and store.reviews()[0].rating == 1
+
+
+def test_resubmission_until_pass_records_each_attempt(tmp_path: Path, bank: Path) -> None:
+    work = tmp_path / "work"
+    grader = StubGrader()
+    steps = [RIGHT, RIGHT, write_into(work / "attention.py", "BUGGY"), write_into(work / "attention.py", "GOOD", "")]
+    code, store, out, reader = sit(tmp_path, bank, steps, grade=grader)
+    assert code == 0
+    assert grader.graded == ["BUGGY", "GOOD"]
+    assert [a.status for a in store.attempts()] == ["fail", "pass"]
+    assert not reader.steps  # the pass ended the coding round without asking again
+
+
+# -- time -----------------------------------------------------------------------
+
+
+def test_time_running_out_mid_question_counts_it_missed(tmp_path: Path, bank: Path) -> None:
+    grader = StubGrader()
+    code, store, out, _ = sit(tmp_path, bank, [(30, RIGHT), (10 * 60, RIGHT)], grade=grader, minutes=5)
+    mock = last_report(store)
+    report = mock["report"]
+    assert code == 0 and mock["status"] == "expired"
+    assert [q["outcome"] for q in report["concept"]["questions"]] == ["right", "missed"]
+    assert report["coding"]["reached"] is False and grader.graded == []
+    assert len(store.reviews()) == 1  # the unanswered question was not rated
+    assert "Time is up" in out and "not reached" in out
+    assert report["elapsed_s"] == 300.0
+
+
+def test_at_zero_the_latest_saved_file_is_graded(tmp_path: Path, bank: Path) -> None:
+    work = tmp_path / "work"
+    grader = StubGrader()
+    steps = [RIGHT, RIGHT, write_into(work / "attention.py", "BUGGY v1"),
+             write_into(work / "attention.py", "GOOD v2", then="hmm"),  # saved, not submitted
+             (45 * 60, "submit")]  # too late: the clock ran out while they typed
+    code, store, out, _ = sit(tmp_path, bank, steps, grade=grader)
+    mock = last_report(store)
+    subs = mock["report"]["coding"]["submissions"]
+    assert mock["status"] == "expired"
+    assert grader.graded == ["BUGGY v1", "GOOD v2"]
+    assert [(s["status"], s["at_deadline"]) for s in subs] == [("fail", False), ("pass", True)]
+    assert "Time is up" in out
+
+
+def test_countdown_in_every_prompt_is_computed_from_the_clock(tmp_path: Path, bank: Path) -> None:
+    code, store, out, reader = sit(tmp_path, bank, [(90, RIGHT), (30, RIGHT), "done"], minutes=10)
+    assert "[10:00 left]" in out and "[8:30 left]" in out and "[8:00 left]" in out
+    assert any("over budget" in p for p in reader.prompts) is False
+    assert "budget" in reader.prompts[0]
+
+
+# -- interruption ------------------------------------------------------------
+
+
+def test_ctrl_c_without_terminal_abandons_and_saves(tmp_path: Path, bank: Path) -> None:
+    code, store, out, _ = sit(tmp_path, bank, [RIGHT, INTERRUPT])
+    mock = last_report(store)
+    assert code == EXIT_ABANDONED and mock["status"] == "abandoned"
+    assert [q["outcome"] for q in mock["report"]["concept"]["questions"]] == ["right", "missed"]
+    assert mock["ended_at"] and "abandoned" in out
+
+
+def test_ctrl_c_on_terminal_asks_and_can_continue(tmp_path: Path, bank: Path) -> None:
+    steps = [INTERRUPT, "", RIGHT, RIGHT, INTERRUPT, "y"]
+    code, store, out, reader = sit(tmp_path, bank, steps, interactive=True)
+    mock = last_report(store)
+    assert "abandon this mock?" in reader.prompts[1]
+    assert [q["outcome"] for q in mock["report"]["concept"]["questions"]] == ["right", "right"]
+    assert code == EXIT_ABANDONED and mock["status"] == "abandoned"
+    assert mock["report"]["coding"]["reached"] is True
+
+
+# -- files -------------------------------------------------------------------
+
+
+def test_existing_file_is_never_overwritten(tmp_path: Path, bank: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "attention.py").write_text("my own work\n")
+    code, store, out, _ = sit(tmp_path, bank, [RIGHT, RIGHT, "done"])
+    assert (work / "attention.py").read_text() == "my own work\n"
+    fresh = list(work.glob("drill-mock-*/attention.py"))
+    assert len(fresh) == 1 and "raise NotImplementedError" in fresh[0].read_text()
+    assert last_report(store)["report"]["coding"]["file"] == str(fresh[0])
+
+
+def test_file_deleted_mid_round_is_a_clear_error_and_the_mock_is_saved(tmp_path: Path, bank: Path) -> None:
+    from drill.errors import UserError
+
+    work = tmp_path / "work"
+    with pytest.raises(UserError, match="deleted during the coding round"):
+        sit(tmp_path, bank, [RIGHT, RIGHT, lambda: (os.remove(work / "attention.py"), "submit")[1]])
+    with Store(tmp_path / "progress.db") as store:
+        mock = last_report(store)
+    assert mock["status"] == "abandoned" and "deleted" in mock["report"]["error"]
+    assert [q["outcome"] for q in mock["report"]["concept"]["questions"]] == ["right", "right"]
+
+
+# -- CLI ---------------------------------------------------------------------
+
+
+def _cli(*args: str, input: str = "") -> Any:
+    return runner.invoke(app, ["mock", *args], input=input)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--topics", "nope"], "unknown topic 'nope'"),
+        (["--exercise", "nope"], "unknown exercise 'nope'"),
+        (["--minutes", "0"], "--minutes must be positive"),
+        (["--questions", "-1"], "--questions must be 0 or more"),
+    ],
+)
+def test_bad_options_exit_2_without_starting_a_mock(home: Path, bank: Path, tmp_path: Path, args: list[str], message: str) -> None:
+    result = _cli("--bank", str(bank), "--dir", str(tmp_path / "w"), *args)
+    assert result.exit_code == 2, result.output
+    assert message in result.output and len(result.output.strip().splitlines()) == 1
+    with Store(home / "progress.db") as store:
+        assert store.mocks() == []
+
+
+def test_unwritable_folder_exits_2(home: Path, bank: Path, tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    result = _cli("--bank", str(bank), "--dir", str(blocker / "sub"), "--exercise", "attention")
+    assert result.exit_code == 2 and "cannot write here" in result.output
+
+
+def test_history_lists_scores_and_trend(home: Path, bank: Path, tmp_path: Path) -> None:
+    empty = _cli("--history")
+    assert empty.exit_code == 0 and "No mocks yet" in empty.output
+    # Two piped mocks: first all wrong, then all right; the coding file is left untouched.
+    for answers in ("a\na\ndone\n", "a,b\na,b\ndone\n"):
+        result = _cli("--bank", str(bank), "--dir", str(tmp_path / "w"), "--exercise", "attention",
+                      "--questions", "2", "--seed", "1", input=answers)
+        assert result.exit_code == 0, result.output
+    result = _cli("--history")
+    assert result.exit_code == 0
+    lines = [line for line in result.output.splitlines() if line[:1].isdigit()]
+    assert len(lines) == 2
+    assert "0%" in lines[0] and "100%" in lines[1] and "▲ +40" in lines[1]
+    assert "untouched" in lines[1]
+
+
+def test_cli_pipe_end_to_end_with_real_grader(home: Path, bank: Path, tmp_path: Path) -> None:
+    """The installed command over a pipe: answers, then the solution appears, then submit."""
+    work = tmp_path / "work"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "drill.cli", "mock", "--minutes", "5", "--questions", "2", "--bank", str(bank),
+         "--dir", str(work), "--exercise", "attention", "--seed", "5"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env={**os.environ, "COLUMNS": "100"},
+    )
+    assert proc.stdin and proc.stdout
+    seen = bytearray()
+
+    def pump() -> None:
+        while chunk := proc.stdout.read1(4096):  # type: ignore[union-attr]
+            seen.extend(chunk)
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    proc.stdin.write(b"a,b\na,b\n")
+    proc.stdin.flush()
+    deadline = time.monotonic() + 60
+    while b"Enter = grade" not in seen and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert (work / "attention.py").is_file(), seen.decode()
+    shutil.copy(GOOD_ATTENTION, work / "attention.py")
+    proc.stdin.write(b"submit\n")
+    proc.stdin.close()
+    assert proc.wait(timeout=120) == 0
+    reader.join(5)
+    out = seen.decode()
+    assert "✓ pass" in out and "score 100/100" in out, out
+    with Store(home / "progress.db") as store:
+        assert store.mocks()[0]["status"] == "completed"
+        assert [a.status for a in store.attempts()] == ["pass"]
+
+
+# -- the deadline reader -------------------------------------------------------
+
+
+def test_stream_reader_reads_a_pipe_and_stops_at_the_deadline() -> None:
+    read_fd, write_fd = os.pipe()
+    console = Console(record=True, width=80)
+    with os.fdopen(read_fd) as stream:
+        reader = stream_reader(console, stream, tick=0.05)
+        os.write(write_fd, "first answer\nsecond".encode())
+        countdown = Countdown(SystemClock(), 30)
+        assert reader("q1 >", countdown) == "first answer"
+        short = Countdown(SystemClock(), 0.3)
+        began = time.monotonic()
+        with pytest.raises(TimeUp):
+            reader("q2 >", short)  # "second" has no newline yet: still typing when time runs out
+        assert 0.25 <= time.monotonic() - began < 3.0
+        os.close(write_fd)
+        assert reader("q3 >", countdown) == "second"
+        with pytest.raises(EndOfInput):
+            reader("q4 >", countdown)
+    assert "left] q1 >" in console.export_text()
