@@ -34,13 +34,31 @@ import importlib.abc
 import importlib.util
 import json
 import os
+import resource
 import sys
 import time
 import traceback
 
-import torch
-from torch.overrides import TorchFunctionMode
-from torch.utils._python_dispatch import TorchDispatchMode
+
+def _limit_self() -> None:
+    """Apply the parent's limits (--cpu=S --data=BYTES --fsize=BYTES) before anything else."""
+    opts = dict(a[2:].split("=", 1) for a in sys.argv[2:] if a.startswith("--") and "=" in a)
+    if "cpu" in opts:
+        cpu = int(opts["cpu"])
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    if "data" in opts:
+        resource.setrlimit(resource.RLIMIT_DATA, (int(opts["data"]), int(opts["data"])))
+    if "fsize" in opts:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (int(opts["fsize"]), int(opts["fsize"])))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+if __name__ == "__main__":
+    _limit_self()
+
+import torch  # noqa: E402 - after the limits, so they cover the import too
+from torch.overrides import TorchFunctionMode  # noqa: E402
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 WORK = ""
 LEARNER = ""

@@ -1,19 +1,199 @@
-"""CLI commands of the grader area: check, start, exercises, hint."""
+"""CLI commands of the grader area: check, start, exercises, hint.
+
+Thin: parse options, call `drill.judge.check.check_file` (or the small helpers
+below), render. Nothing here imports torch at module import time.
+"""
 
 from __future__ import annotations
 
-import typer
+import shutil
+import sys
+from pathlib import Path
+from typing import Optional
 
-from drill.cliutil import not_built
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from drill.cliutil import EXIT_FAIL, err_console, user_errors
+from drill.errors import UserError
+
+CHECK_HELP = """Grade your implementation of an exercise with hidden tests.
+
+The exercise comes from the file name (attention.py) or --exercise. Your code
+runs in a separate, limited process; expected outputs are computed here with
+the reference model. Exit code: 0 all passed, 1 a test failed or your code
+errored, 2 usage error.
+
+--json prints one JSON document (an object for one file, a list for several):
+exercise, file, status (pass|fail|error), seed, elapsed_s, tests_passed,
+tests_total, max_abs_err, max_rel_err, tests [{name, status, message,
+max_abs_err, max_rel_err}], diagnosis {id, title, why, fix, detail} or null,
+advisories [str]. See drill/judge/README.md.
+"""
 
 
 def register(app: typer.Typer) -> None:
-    @app.command()
-    def check() -> None:
-        """Grade your implementation of an exercise with hidden tests."""
-        not_built("check", "issue 3")
+    @app.command(help=CHECK_HELP)
+    def check(
+        files: list[Path] = typer.Argument(..., help="Your solution file(s), e.g. attention.py."),
+        exercise: Optional[str] = typer.Option(None, "--exercise", "-e", help="Exercise name, if the file is not named after it."),
+        seed: Optional[int] = typer.Option(None, "--seed", help="Replay the hidden tests of an earlier run."),
+        json_out: bool = typer.Option(False, "--json", help="Print one JSON document instead of panels."),
+        verbose: bool = typer.Option(False, "--verbose", "-v", help="Show every test, failing inputs' shapes/dtypes, worst elements."),
+        timeout: float = typer.Option(60.0, "--timeout", help="Wall-clock limit for your code, seconds.", min=0.1),
+        cpu_time: float = typer.Option(60.0, "--cpu-time", help="CPU-time limit of the graded process (includes importing torch), seconds.", min=1.0),
+        memory_mb: int = typer.Option(2048, "--memory-mb", help="Memory limit of the graded process, MB.", min=300),
+        strict: bool = typer.Option(False, "--strict", help="Advisories fail the check too."),
+    ) -> None:
+        from drill.judge.runner import Limits
+
+        limits = Limits(timeout_s=timeout, cpu_s=cpu_time, memory_mb=memory_mb)
+        with user_errors():
+            for f in files:  # every usage problem is reported before any grading starts
+                if not f.is_file():
+                    raise UserError("no such file", str(f))
+                from drill.judge.registry import resolve_exercise
+
+                resolve_exercise(f, exercise)
+        out = Console(highlight=False)
+        results = []
+        for f in files:
+            with user_errors():
+                result = _run_check(f, exercise, seed, limits, strict, quiet=json_out)
+            results.append(result)
+            if not json_out:
+                from drill.judge.report import render
+
+                render(result, out, verbose=verbose)
+            _record(result)
+        if json_out:
+            from drill.judge.report import to_json
+
+            typer.echo(to_json(results))
+        if any(r.status != "pass" for r in results):
+            raise typer.Exit(EXIT_FAIL)
 
     @app.command()
-    def start() -> None:
+    def start(
+        name: str = typer.Argument(..., help="Exercise name (see `drill exercises`)."),
+        directory: Path = typer.Argument(Path("."), help="Folder to copy the starter file into."),
+        force: bool = typer.Option(False, "--force", help="Overwrite an existing file."),
+    ) -> None:
         """Copy an exercise's starter file into a folder."""
-        not_built("start", "issue 3")
+        with user_errors():
+            path = start_exercise(name, directory, force=force)
+        typer.echo(f"wrote {path}  —  when ready: drill check {path}")
+
+    @app.command("exercises")
+    def exercises_cmd() -> None:
+        """List the exercises with your best result so far."""
+        from drill.judge.registry import exercise_names, is_graded
+
+        best: dict[str, str] = {}
+        try:
+            from drill.store import open_store
+
+            with open_store() as store:
+                best = store.best_results()
+        except UserError as exc:
+            err_console.print(f"[yellow]warning:[/] progress unavailable: {escape(str(exc))}")
+        table = Table(show_header=True, header_style="bold")
+        table.add_column("exercise")
+        table.add_column("graded")
+        table.add_column("best result")
+        styles = {"pass": "green", "fail": "red", "error": "red"}
+        for name in exercise_names():
+            status = best.get(name, "-")
+            table.add_row(name, "yes" if is_graded(name) else "not yet", f"[{styles.get(status, 'dim')}]{status}[/]")
+        Console(highlight=False).print(table)
+
+    @app.command()
+    def hint(
+        name: str = typer.Argument(..., help="Exercise name."),
+        n: int = typer.Argument(1, help="Show hints 1..N (they get more revealing)."),
+    ) -> None:
+        """Show an exercise's hints, one more each time you ask."""
+        with user_errors():
+            hints = load_hints(name)
+            if n < 1 or n > len(hints):
+                raise UserError(f"hint number must be 1..{len(hints)} for {name}, got {n}")
+        console = Console(highlight=False)
+        for i, text in enumerate(hints[:n], 1):
+            console.print(f"[bold]Hint {i}/{len(hints)}[/]: {escape(text)}\n")
+        if n < len(hints):
+            console.print(f"[dim]more: drill hint {name} {n + 1}[/]")
+
+
+def _run_check(f: Path, exercise: str | None, seed: int | None, limits, strict: bool, quiet: bool):
+    from drill.judge.check import check_file
+
+    if not quiet and sys.stderr.isatty():
+        with err_console.status(f"grading {f.name} …", spinner="dots"):
+            return check_file(f, exercise, seed, limits, strict=strict)
+    return check_file(f, exercise, seed, limits, strict=strict)
+
+
+def _record(result) -> None:
+    """Save the attempt; a broken store loses nothing already printed: warn, keep the verdict."""
+    from drill.store import Attempt, now_iso, open_store
+
+    try:
+        with open_store() as store:
+            store.record_attempt(
+                Attempt(
+                    exercise=result.exercise,
+                    attempted_at=now_iso(),
+                    status=result.status,
+                    diagnosis=result.diagnosis.id if result.diagnosis else None,
+                    seed=result.seed,
+                    tests_passed=result.passed,
+                    tests_total=result.total,
+                    elapsed_ms=int(result.elapsed_s * 1000),
+                    file=str(Path(result.file).resolve()),
+                )
+            )
+    except Exception as exc:  # noqa: BLE001 - the verdict is already out; never crash after it
+        err_console.print(f"[yellow]warning:[/] attempt not saved: {escape(str(exc))}")
+
+
+def start_exercise(name: str, directory: Path, *, force: bool = False) -> Path:
+    """Copy the starter file of `name` into `directory`; never overwrite without force."""
+    from drill.judge.registry import check_known
+    from drill.paths import exercises_dir
+
+    check_known(name)
+    src = exercises_dir() / f"{name}.py"
+    dest = directory / f"{name}.py"
+    if dest.exists() and not force:
+        raise UserError("already exists; pass --force to overwrite it", str(dest))
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dest)
+    except OSError as exc:
+        raise UserError(f"cannot write the starter file: {exc.strerror}", str(dest)) from exc
+    return dest
+
+
+def load_hints(name: str) -> list[str]:
+    """The hints list of exercises/<name>.hints.yaml, validated."""
+    import yaml
+
+    from drill.judge.registry import check_known
+    from drill.paths import exercises_dir
+
+    check_known(name)
+    path = exercises_dir() / f"{name}.hints.yaml"
+    if not path.is_file():
+        raise UserError(f"no hints for {name}", str(path))
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        raise UserError(f"bad YAML: {getattr(exc, 'problem', exc)}", where) from exc
+    hints = data.get("hints") if isinstance(data, dict) else None
+    if not isinstance(hints, list) or not hints or not all(isinstance(h, str) and h.strip() for h in hints):
+        raise UserError("expected `hints:` with a list of non-empty strings", str(path))
+    return [h.strip() for h in hints]

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import shutil
 import signal
 import subprocess
@@ -76,14 +75,14 @@ class RunOutcome:
         return any(e.get("event") == "done" for e in self.events)
 
 
-def _set_limits(limits: Limits) -> None:
-    """preexec_fn: runs in the child between fork and exec."""
+def _limit_args(limits: Limits) -> list[str]:
+    """The child sets these rlimits on itself first thing, before importing torch.
+
+    (Not a preexec_fn: that is unsafe when the parent has threads, and the
+    child script is our code, so it can lower its own hard limits just as well.)
+    """
     cpu = max(1, int(round(limits.cpu_s)))
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-    data = int(limits.memory_mb) * 2**20
-    resource.setrlimit(resource.RLIMIT_DATA, (data, data))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (OUTPUT_CAP_BYTES, OUTPUT_CAP_BYTES))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    return [f"--cpu={cpu}", f"--data={int(limits.memory_mb) * 2**20}", f"--fsize={OUTPUT_CAP_BYTES}"]
 
 
 class Child:
@@ -100,14 +99,13 @@ class Child:
         self._out = open(self.workdir / "output.txt", "wb")
         self.started = time.monotonic()
         self.proc = subprocess.Popen(
-            [sys.executable, "-I", str(CHILD_SCRIPT), str(self.workdir)],
+            [sys.executable, "-I", "-B", str(CHILD_SCRIPT), str(self.workdir), *_limit_args(limits)],
             stdin=subprocess.PIPE,
             stdout=self._out,
             stderr=subprocess.STDOUT,
             cwd=self.workdir,
             env=env,
             start_new_session=True,
-            preexec_fn=lambda: _set_limits(limits),
             close_fds=True,
         )
         self._returncode: int | None = None

@@ -1,0 +1,170 @@
+"""Hidden tests for `mha`: MultiHeadAttention(d_model, n_heads) with q/k/v/o_proj.
+
+The parent draws the four projection weights, the child copies them into the
+learner's module by the contract's attribute names, and the reference MHA is
+computed with exactly those weights. Cases vary the head count (so a wrong
+split or merge of heads shows), masks (causal, padding, a fully masked row),
+dtypes, and check gradients of x and of every projection.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from drill.judge.spec import FORBIDDEN_ATTENTION, FORBIDDEN_ATTENTION_CLASSES, KIND_MODULE, Bug, Case, Diagnosis, Spec
+from drill.judge.specs._attention_bugs import ATTENTION_VARIANTS, D, attend
+from drill.judge.specs._common import DTYPES, TOLERANCES, Draw, reference_with_grads
+
+TARGET = "MultiHeadAttention"
+PROJ = ("q_proj", "k_proj", "v_proj", "o_proj")
+
+MHA_D = {
+    d.id: d
+    for d in [
+        Diagnosis("split_heads_no_transpose", "Heads split without a transpose",
+                  "Viewing (B, T, d_model) straight as (B, H, T, d_head) scrambles tokens and features; head h must get feature slice [h*d_head, (h+1)*d_head) of every token.",
+                  "Use x.view(B, T, H, d_head).transpose(1, 2)."),
+        Diagnosis("merge_heads_no_transpose", "Heads merged without a transpose",
+                  "Reshaping (B, H, T, d_head) straight to (B, T, d_model) mixes tokens; the head axis must move next to d_head first.",
+                  "Use out.transpose(1, 2).reshape(B, T, d_model) (or .contiguous().view)."),
+        Diagnosis("missing_output_projection", "Output projection missing",
+                  "The merged heads must go through o_proj; without it the heads are never mixed.",
+                  "Return self.o_proj(merged)."),
+    ]
+}
+
+
+def _case(d: Draw, name: str, B: int, T: int, d_model: int, H: int, mask=None, *, dtype="float32", grads=False) -> Case:
+    x = d.normal(B, T, d_model, dtype=dtype)
+    params = {f"{p}.weight": d.weight(d_model, d_model, dtype=dtype) for p in PROJ}
+    args = {"x": x}
+    if mask is not None:
+        args["mask"] = mask
+    care = None
+    if mask is not None:
+        rows = torch.broadcast_to(mask.any(dim=-1), (B, H, T)).all(dim=1)  # (B, T): every head sees a key
+        care = rows[..., None].expand(B, T, d_model).clone()
+    return Case(
+        name=name,
+        target=TARGET,
+        kind=KIND_MODULE,
+        args=args,
+        init=(d_model, H),
+        params=params,
+        module_dtype=DTYPES[dtype] if dtype != "float32" else None,
+        grad_inputs=("x",) if grads else (),
+        grad_params=grads,
+        upstream=d.normal(B, T, d_model) if grads else None,
+        care=care,
+        out_dtype=DTYPES[dtype],
+        ctx={"dtype": dtype, "n_heads": H},
+    )
+
+
+def make_cases(seed: int) -> list[Case]:
+    d = Draw(seed)
+    cases = []
+    H = d.choice([2, 4])
+    dh = d.choice([4, 8])
+    T = d.int(4, 9)
+    cases.append(_case(d, f"fp32 d_model={H * dh}, n_heads={H}, no mask", 2, T, H * dh, H, grads=True))
+    H, dh, T = 3, d.choice([4, 6]), d.int(5, 10)
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    cases.append(_case(d, f"fp32 causal mask (T,T), n_heads={H}", 2, T, H * dh, H, causal, grads=True))
+    H, dh, T = d.choice([4, 8]), 4, d.int(5, 9)
+    pad = torch.ones(3, 1, 1, T, dtype=torch.bool)
+    pad[0, ..., -2:] = False
+    pad[2, ..., -1:] = False
+    cases.append(_case(d, f"fp32 padding mask (B,1,1,T), n_heads={H}", 3, T, H * dh, H, pad, grads=True))
+    H, dh, T = 2, 8, d.int(4, 8)
+    m = d.bools(2, 1, T, T, p=0.6)
+    m[..., 0] = True
+    m[0, 0, d.int(0, T - 1), :] = False
+    cases.append(_case(d, "fp32 random mask (B,1,T,T) with a fully masked row", 2, T, H * dh, H, m))
+    cases.append(_case(d, "fp32 single head (n_heads=1)", 2, d.int(3, 6), 16, 1))
+    cases.append(_case(d, "fp32 d_head=4, n_heads=6", 1, d.int(5, 8), 24, 6))
+    T = d.int(4, 8)
+    cases.append(_case(d, "fp16, n_heads=4, no mask", 2, T, 32, 4, dtype="float16"))
+    T = d.int(4, 8)
+    m = d.bools(2, 1, T, T, p=0.6)
+    m[..., 0] = True
+    m[1, 0, d.int(0, T - 1), :] = False
+    cases.append(_case(d, "fp16 random mask with a fully masked row, n_heads=2", 2, T, 16, 2, m, dtype="float16"))
+    T = d.int(4, 8)
+    cases.append(
+        _case(d, "bf16 causal mask, n_heads=2", 2, T, 32, 2, torch.ones(T, T, dtype=torch.bool).tril(), dtype="bfloat16")
+    )
+    return cases
+
+
+def _weights(case: Case) -> list[torch.Tensor]:
+    return [case.params[f"{p}.weight"] for p in PROJ]
+
+
+def reference(case: Case):
+    from drill.reference.attention import multi_head_attention
+
+    H = case.ctx["n_heads"]
+    return reference_with_grads(
+        case,
+        lambda a, p: multi_head_attention(a["x"], *(p[f"{n}.weight"] for n in PROJ), H, a.get("mask")),
+    )
+
+
+def mha_variant(case: Case, *, core=None, split_ok=True, merge_ok=True, out_proj=True, scale=None):
+    """MHA recomputed with one mistake; returns (output, unknown) in fp32."""
+    x = case.args["x"].float()
+    mask = case.args.get("mask")
+    wq, wk, wv, wo = (w.float() for w in _weights(case))
+    B, T, dm = x.shape
+    H = case.ctx["n_heads"]
+    dh = dm // H
+
+    def split(t):
+        return t.view(B, T, H, dh).transpose(1, 2) if split_ok else t.reshape(B, H, T, dh)
+
+    q, k, v = split(F.linear(x, wq)), split(F.linear(x, wk)), split(F.linear(x, wv))
+    unknown = None
+    if core is None:
+        o = attend(q, k, v, mask, scale=scale)
+        if mask is not None:
+            unknown = torch.broadcast_to(~mask.any(-1, keepdim=True), (*o.shape[:-1], 1)).expand(o.shape)
+    else:
+        produced = core(q, k, v, mask, case.args["x"].dtype)
+        if produced is None:
+            return None
+        o, unknown = produced if isinstance(produced, tuple) else (produced, None)
+    merged = o.transpose(1, 2).reshape(B, T, dm) if merge_ok else o.reshape(B, T, dm)
+    out = F.linear(merged, wo) if out_proj else merged
+    if unknown is not None:
+        u = unknown.transpose(1, 2).reshape(B, T, dm) if merge_ok else unknown.reshape(B, T, dm)
+        unknown = u.any(dim=-1, keepdim=True).expand(B, T, dm)
+    return out, unknown
+
+
+def _core_bug(fn):
+    return lambda case: mha_variant(case, core=fn)
+
+
+BUGS = [Bug(D[i], _core_bug(fn), label) for i, label, fn in ATTENTION_VARIANTS] + [
+    Bug(D["wrong_scale"], lambda c: mha_variant(c, scale=1.0 / math.sqrt(c.args["x"].shape[-1])), "scaled by 1/sqrt(d_model)"),
+    Bug(MHA_D["split_heads_no_transpose"], lambda c: mha_variant(c, split_ok=False, merge_ok=False), "view without transpose, both ways"),
+    Bug(MHA_D["split_heads_no_transpose"], lambda c: mha_variant(c, split_ok=False), "view without transpose"),
+    Bug(MHA_D["merge_heads_no_transpose"], lambda c: mha_variant(c, merge_ok=False), "reshape without transpose"),
+    Bug(MHA_D["missing_output_projection"], lambda c: mha_variant(c, out_proj=False), "no o_proj"),
+]
+
+SPEC = Spec(
+    name="mha",
+    graded=(TARGET,),
+    make_cases=make_cases,
+    reference=reference,
+    tolerances=TOLERANCES,
+    bugs=tuple(BUGS),
+    exception_bugs=(("without overflow", D["fp16_fill_overflow"]),),
+    forbidden=FORBIDDEN_ATTENTION,
+    forbidden_classes=FORBIDDEN_ATTENTION_CLASSES,
+)

@@ -1,0 +1,136 @@
+"""Hidden tests for `swiglu`: ffn_hidden_dim(d_model, multiple_of=256) and SwiGLU(d_model, d_ff).
+
+ffn_hidden_dim is checked on many d_model values (not only 4096 -> 11008) and
+several `multiple_of`, so rounding down, not rounding, or rounding to the
+nearest multiple all show. The module gets random weights in w_gate, w_up and
+w_down; swapping gate and up, or using another activation, moves the output
+far beyond tolerance.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from drill.judge.spec import KIND_MAP, KIND_MODULE, Bug, Case, Diagnosis, Spec
+from drill.judge.specs._common import DTYPES, TOLERANCES, Draw, reference_with_grads
+
+SD = {
+    d.id: d
+    for d in [
+        Diagnosis("swiglu_gate_up_swapped", "Gate and up projections swapped",
+                  "silu must be applied to w_gate(x), and the result multiplied by w_up(x); with random weights the two are not interchangeable.",
+                  "Return self.w_down(F.silu(self.w_gate(x)) * self.w_up(x))."),
+        Diagnosis("swiglu_wrong_activation", "Wrong activation in the gate",
+                  "SwiGLU gates with SiLU (x * sigmoid(x)); ReLU, GELU or a bare sigmoid give a different function.",
+                  "Use F.silu (or g * torch.sigmoid(g)) on the gate projection."),
+        Diagnosis("ffn_hidden_rounding", "Hidden size rounded wrongly",
+                  "The hidden size is int(8 * d_model / 3) rounded UP to a multiple of `multiple_of` (4096 -> 11008).",
+                  "hidden = int(8 * d_model / 3); return multiple_of * ((hidden + multiple_of - 1) // multiple_of)."),
+    ]
+}
+
+D_MODELS = [4096, 512, 768, 1000, 1, 3, 96, 5120, 2048, 4097, 300, 8192]
+# (8, 7), (2, 5), (5, 1): int(8d/3) is already a multiple while 8d/3 is not an
+# integer, so ceil-before-truncate shows (impossible when multiple_of is 256).
+WITH_MULTIPLE = [(4096, 256), (1000, 64), (768, 100), (500, 32), (3, 7), (2048, 128), (100, 1000), (4096, 64),
+                 (8, 7), (2, 5), (5, 1)]
+
+
+def make_cases(seed: int) -> list[Case]:
+    d = Draw(seed)
+    sizes = D_MODELS + [d.int(2, 9000) for _ in range(4)]
+    pairs = WITH_MULTIPLE + [(d.int(2, 6000), d.choice([16, 48, 128, 256])) for _ in range(3)]
+    cases = [
+        Case(name=f"ffn_hidden_dim(d_model) for {len(sizes)} sizes", target="ffn_hidden_dim", kind=KIND_MAP,
+             rows=[(s,) for s in sizes], out_dtype=torch.int64, ctx={"dtype": "int64", "tol": "int64"}),
+        Case(name=f"ffn_hidden_dim(d_model, multiple_of) for {len(pairs)} pairs", target="ffn_hidden_dim", kind=KIND_MAP,
+             rows=list(pairs), out_dtype=torch.int64, ctx={"dtype": "int64", "tol": "int64"}),
+    ]
+    for name, shape, dtype, grads in [
+        ("fp32 (B,T,d)", (2, d.int(3, 6), d.choice([16, 24])), "float32", True),
+        ("fp32 2-D (N,d)", (d.int(3, 7), d.choice([8, 32])), "float32", True),
+        ("fp32 4-D (2,2,T,d)", (2, 2, d.int(2, 5), 12), "float32", False),
+        ("fp16 (B,T,d)", (2, 4, 32), "float16", False),
+        ("bf16 (B,T,d)", (2, 3, 16), "bfloat16", False),
+    ]:
+        dm = shape[-1]
+        dff = d.choice([2 * dm, 3 * dm, 40])
+        params = {
+            "w_gate.weight": d.weight(dff, dm, dtype=dtype),
+            "w_up.weight": d.weight(dff, dm, dtype=dtype),
+            "w_down.weight": d.weight(dm, dff, dtype=dtype),
+        }
+        cases.append(
+            Case(name=f"{name}, d_model={dm}, d_ff={dff}", target="SwiGLU", kind=KIND_MODULE,
+                 args={"x": d.normal(*shape, dtype=dtype)}, init=(dm, dff), params=params,
+                 module_dtype=DTYPES[dtype] if dtype != "float32" else None,
+                 grad_inputs=("x",) if grads else (), grad_params=grads,
+                 upstream=d.normal(*shape) if grads else None, out_dtype=DTYPES[dtype], ctx={"dtype": dtype})
+        )
+    return cases
+
+
+def reference(case: Case):
+    from drill.reference.mlp import ffn_hidden_dim, swiglu
+
+    if case.kind == KIND_MAP:
+        return torch.tensor([ffn_hidden_dim(*row) for row in case.rows], dtype=torch.int64), {}
+    return reference_with_grads(
+        case, lambda a, p: swiglu(a["x"], p["w_gate.weight"], p["w_up.weight"], p["w_down.weight"])
+    )
+
+
+def _mlp(act, swap=False):
+    def run(case: Case):
+        if case.kind != KIND_MODULE:
+            return None
+        x = case.args["x"].float()
+        g, u, dn = (case.params[k].float() for k in ("w_gate.weight", "w_up.weight", "w_down.weight"))
+        if swap:
+            g, u = u, g
+        return F.linear(act(F.linear(x, g)) * F.linear(x, u), dn)
+
+    return run
+
+
+def _rounding(rule):
+    def run(case: Case):
+        if case.kind != KIND_MAP:
+            return None
+        out = []
+        for row in case.rows:
+            d_model, m = (row[0], 256) if len(row) == 1 else row
+            out.append(rule(d_model, m))
+        return torch.tensor(out, dtype=torch.int64)
+
+    return run
+
+
+def _up(h, m):
+    return m * -(-h // m)
+
+
+BUGS = (
+    Bug(SD["swiglu_gate_up_swapped"], _mlp(F.silu, swap=True), "silu on w_up"),
+    Bug(SD["swiglu_wrong_activation"], _mlp(F.relu), "relu"),
+    Bug(SD["swiglu_wrong_activation"], _mlp(F.gelu), "gelu"),
+    Bug(SD["swiglu_wrong_activation"], _mlp(lambda t: F.gelu(t, approximate="tanh")), "gelu (tanh)"),
+    Bug(SD["swiglu_wrong_activation"], _mlp(torch.sigmoid), "sigmoid"),
+    Bug(SD["ffn_hidden_rounding"], _rounding(lambda d, m: (int(8 * d / 3) // m) * m), "rounded down"),
+    Bug(SD["ffn_hidden_rounding"], _rounding(lambda d, m: int(8 * d / 3)), "not rounded"),
+    Bug(SD["ffn_hidden_rounding"], _rounding(lambda d, m: int(round(int(8 * d / 3) / m)) * m), "rounded to nearest"),
+    Bug(SD["ffn_hidden_rounding"], _rounding(lambda d, m: _up(int(8 * d / 3), 256)), "ignores multiple_of"),
+    Bug(SD["ffn_hidden_rounding"], _rounding(lambda d, m: _up(int(8 * d / 3), m) + (m if int(8 * d / 3) % m == 0 else 0)), "always adds a multiple"),
+    Bug(SD["ffn_hidden_rounding"], _rounding(lambda d, m: _up(4 * d, m)), "4 * d_model"),
+    Bug(SD["ffn_hidden_rounding"], _rounding(lambda d, m: _up(-(-8 * d // 3), m)), "ceil(8 * d_model / 3) before rounding up"),
+)
+
+SPEC = Spec(
+    name="swiglu",
+    graded=("ffn_hidden_dim", "SwiGLU"),
+    make_cases=make_cases,
+    reference=reference,
+    tolerances=TOLERANCES,
+    bugs=BUGS,
+)
