@@ -89,6 +89,11 @@ class Case:
     care: Any = None
     out_dtype: Any = None
     ctx: dict[str, Any] = field(default_factory=dict)
+    # JSON-safe details the child's executor of a non-basic kind needs (e.g. how to split calls):
+    extra: dict[str, Any] = field(default_factory=dict)
+    # Parent-side: turn the learner's output into what `expected` describes (a property check,
+    # e.g. per-vector norms); compared instead of the raw output. Never sent to the child.
+    derive: Callable[[Any], Any] | None = None
     # filled by the engine from the spec's reference:
     expected: Any = None
     expected_grads: dict[str, Any] = field(default_factory=dict)
@@ -141,6 +146,12 @@ class Spec:
     forbidden: tuple[str, ...] = ()
     forbidden_classes: tuple[str, ...] = ()
     advise: Callable[[list[Case], list[Any]], list[str]] | None = None
+    # Module-level names the child reports back (JSON scalars), e.g. rope's CONVENTION;
+    # `prepare(cases, attrs)` may then adjust expectations, or return (Diagnosis, detail) to fail.
+    report_attrs: tuple[str, ...] = ()
+    prepare: Callable[[list[Case], dict[str, Any]], Any] | None = None
+    # Advisory audit run in the child after the cases (see drill/judge/audit.py): {"name": ..., config}.
+    audit: dict[str, Any] | None = None
 
 
 # The forbidden-op sets of EXERCISES.md, shared by the specs that use them.
