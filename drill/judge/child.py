@@ -1,11 +1,12 @@
 """The grader's child process: runs a learner's file on inputs from the parent.
 
-Run as a script (`python -I child.py WORKDIR`), never imported by drill: it
+Run as a script (`python -I -B child.py --cpu=S --data=BYTES --fsize=BYTES`), never imported by drill: it
 imports only the standard library and torch, so it starts as fast as torch
 does and nothing of drill (the reference answers included) is loaded in the
 process that runs untrusted code.
 
-Protocol (all files live in WORKDIR, created by the parent):
+Protocol (all files live in the folder named by the job's "work", created by
+the parent; the learner's code runs with a different cwd and is not told it):
 - The child imports torch at once, then blocks on stdin for the job (JSON),
   so its start-up overlaps the parent's own work.
 - Inputs come from `inputs.pt` (tensors by key, loaded weights_only).
@@ -42,7 +43,7 @@ import traceback
 
 def _limit_self() -> None:
     """Apply the parent's limits (--cpu=S --data=BYTES --fsize=BYTES) before anything else."""
-    opts = dict(a[2:].split("=", 1) for a in sys.argv[2:] if a.startswith("--") and "=" in a)
+    opts = dict(a[2:].split("=", 1) for a in sys.argv[1:] if a.startswith("--") and "=" in a)
     if "cpu" in opts:
         cpu = int(opts["cpu"])
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
@@ -302,9 +303,9 @@ def classify(exc: BaseException) -> dict:
 
 def main() -> None:
     global WORK, LEARNER
-    WORK = sys.argv[1]
     torch.set_num_threads(1)
     job = json.loads(sys.stdin.read())
+    WORK = job["work"]
     LEARNER = os.path.realpath(job["learner"])
     tensors = torch.load(os.path.join(WORK, "inputs.pt"), weights_only=True)
 

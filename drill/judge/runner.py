@@ -90,20 +90,27 @@ class Child:
 
     def __init__(self, limits: Limits) -> None:
         self.limits = limits
-        self.workdir = Path(tempfile.mkdtemp(prefix="drill-check-"))
+        self.root = Path(tempfile.mkdtemp(prefix="drill-check-"))
         self.token = uuid.uuid4().hex
+        # Protocol files live in a folder whose name the learner's code is never
+        # told (it reaches the child through stdin); the child's cwd is a
+        # separate scratch folder, so files the learner writes there mean nothing.
+        self.workdir = self.root / f"p-{uuid.uuid4().hex}"
+        self.scratch = self.root / "scratch"
+        self.workdir.mkdir()
+        self.scratch.mkdir()
         env = {k: v for k, v in os.environ.items() if not k.startswith("DRILL_")}
         env[TOKEN_VAR] = self.token
         # One thread: small cases, a shared machine, and deterministic CPU accounting.
-        env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1")
+        env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
         self._out = open(self.workdir / "output.txt", "wb")
         self.started = time.monotonic()
         self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-B", str(CHILD_SCRIPT), str(self.workdir), *_limit_args(limits)],
+            [sys.executable, "-I", "-B", str(CHILD_SCRIPT), *_limit_args(limits)],
             stdin=subprocess.PIPE,
             stdout=self._out,
             stderr=subprocess.STDOUT,
-            cwd=self.workdir,
+            cwd=self.scratch,
             env=env,
             start_new_session=True,
             close_fds=True,
@@ -122,7 +129,7 @@ class Child:
         self.sent = time.monotonic()
         try:
             assert self.proc.stdin is not None
-            self.proc.stdin.write(json.dumps(job).encode())
+            self.proc.stdin.write(json.dumps({**job, "work": str(self.workdir)}).encode())
             self.proc.stdin.close()
         except (BrokenPipeError, OSError):
             pass  # the child died already; wait() reports it
@@ -175,7 +182,7 @@ class Child:
         self._kill_escaped()
         if not self._out.closed:
             self._out.close()
-        shutil.rmtree(self.workdir, ignore_errors=True)
+        shutil.rmtree(self.root, ignore_errors=True)
 
     # -- plumbing ------------------------------------------------------------
 

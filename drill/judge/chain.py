@@ -1,0 +1,93 @@
+"""Child-side executor for "chain" cases: one module called several times, feeding back its cache.
+
+Loaded by the grader's child process by file path (it imports only torch),
+and usable in-process by tests. A chain case builds the learner's module
+once, loads the parent's weights, then calls `forward(x_chunk, past_kv)` for
+each chunk of the sequence. The cache handed to the next call is exactly the
+tuple object the previous call returned (never cloned or rebuilt): a module
+is allowed to recognise its own cache, and the work audit relies on that.
+The first call gets `past_kv=None`, or a cache built by the reference when
+the case says so (continuing someone else's cache must work too).
+
+What comes back is one tensor, chosen by the case: the outputs of all calls
+concatenated along T ("out"), or the keys/values of the last returned cache
+("k", "v").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+KIND = "chain"
+
+
+class ChainContractError(Exception):
+    """The module broke the calling contract (what it returned); `status` names the generic diagnosis."""
+
+    def __init__(self, status: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _type_name(obj: Any) -> str:
+    t = type(obj)
+    return t.__name__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__name__}"
+
+
+def unpack(result: Any, call: int, target: str) -> tuple[torch.Tensor, tuple]:
+    """(out, (k, v)) from one forward's return value, or a ChainContractError saying what is wrong."""
+    where = f"{target}.forward (call {call + 1})"
+    if not isinstance(result, (tuple, list)) or len(result) != 2:
+        raise ChainContractError("wrong_type", f"{where} returned {_type_name(result)} instead of (out, (k_all, v_all))")
+    out, cache = result
+    if not isinstance(out, torch.Tensor):
+        raise ChainContractError("wrong_type", f"{where} returned out as {_type_name(out)} instead of a tensor")
+    if not isinstance(cache, (tuple, list)) or len(cache) != 2 or not all(isinstance(t, torch.Tensor) for t in cache):
+        raise ChainContractError("wrong_type", f"{where} returned the cache as {_type_name(cache)} instead of a (k, v) tuple of tensors")
+    return out, cache
+
+
+def build_module(mod: Any, case: dict, tensors: dict, resolve_attr) -> torch.nn.Module:
+    """Construct the graded class with the case's init values and copy the parent's weights in."""
+    target = case["target"]
+    init = [tensors[a["t"]] if "t" in a else a["v"] for a in case.get("init", [])]
+    module = getattr(mod, target)(*init)
+    if not isinstance(module, torch.nn.Module):
+        raise ChainContractError("wrong_type", f"{target}(...) built a {_type_name(module)}, not an nn.Module")
+    if case.get("module_dtype"):
+        module.to(getattr(torch, case["module_dtype"]))
+    for path, key in case.get("params", {}).items():
+        p = resolve_attr(module, path, target)
+        want = tensors[key]
+        if not isinstance(p, torch.Tensor):
+            raise ChainContractError("wrong_type", f"{target}.{path} is a {_type_name(p)}, not a tensor")
+        if tuple(p.shape) != tuple(want.shape):
+            raise ChainContractError("wrong_shape", f"{target}.{path} has shape {tuple(p.shape)}, the contract needs {tuple(want.shape)}")
+        with torch.no_grad():
+            p.copy_(want.to(p.dtype))
+    return module
+
+
+def run_chain(module: torch.nn.Module, x: torch.Tensor, calls: list[int], past: tuple | None, target: str = "module"):
+    """Call module on consecutive chunks of x; returns (outputs concatenated over T, last cache)."""
+    outs = []
+    cache = past
+    start = 0
+    for i, n in enumerate(calls):
+        out, cache = unpack(module(x[:, start : start + n], past_kv=cache), i, target)
+        outs.append(out)
+        start += n
+    return torch.cat(outs, dim=1), cache
+
+
+def run_case(mod: Any, case: dict, tensors: dict, resolve_attr) -> dict[str, torch.Tensor]:
+    """Execute one chain case; returns {"out": tensor} for the parent to compare."""
+    extra = case["extra"]
+    args = {name: tensors[a["t"]].clone() if "t" in a else a["v"] for name, a in zip(case["arg_names"], case["args"])}
+    module = build_module(mod, case, tensors, resolve_attr)
+    past = (args["past_k"], args["past_v"]) if extra.get("past") else None
+    out, cache = run_chain(module, args["x"], list(extra["calls"]), past, case["target"])
+    chosen = {"out": out, "k": cache[0], "v": cache[1]}[extra["returns"]]
+    return {"out": chosen.as_subclass(torch.Tensor).detach().to("cpu").contiguous().clone()}

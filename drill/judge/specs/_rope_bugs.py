@@ -1,0 +1,139 @@
+"""Known RoPE mistakes, recomputed on a case's own inputs (parent side only).
+
+One parameterised rotation, `rotate`, reproduces every mistake by a knob:
+which pairs (convention), the sign of the angle, the frequency exponent,
+which positions, which base, and the dtype the angles are computed in.
+The exact variants are computed in float64 so that they sit as close to a
+learner's fp32 code as the reference itself does; only the low-precision
+variant copies the half-precision arithmetic step by step, since its whole
+point is the rounding.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from drill.judge.spec import Diagnosis
+
+CONVENTIONS = ("half", "interleaved")
+
+RD = {
+    d.id: d
+    for d in [
+        Diagnosis("rope_convention_swapped", "RoPE pairs of the other convention",
+                  "Your rotation pairs features the way the other convention does: 'half' pairs (i, i + d/2), "
+                  "'interleaved' pairs (2i, 2i+1); the grader checks the one the file declares.",
+                  "Either change the pairing, or declare what you implement at the top of the file: "
+                  "CONVENTION = \"interleaved\" (or \"half\", the default when CONVENTION is absent)."),
+        Diagnosis("rope_convention_invalid", "CONVENTION has an unknown value",
+                  "The module-level CONVENTION must be \"half\" or \"interleaved\" (absent means \"half\").",
+                  "Set CONVENTION = \"half\" or CONVENTION = \"interleaved\", exactly as written."),
+        Diagnosis("rope_sign_flipped", "Rotation in the wrong direction",
+                  "Each pair (a, b) must become (a cos - b sin, a sin + b cos); yours turns by -angle "
+                  "(the minus sign sits on the other sin term).",
+                  "Fix rotate_half to cat((-x2, x1)) or the pair formula's sin signs."),
+        Diagnosis("rope_freq_exponent", "Frequency exponent i/d instead of 2i/d",
+                  "theta_i = base ** (-2i / d_head) with i counting pairs; base ** (-i / d_head) makes the "
+                  "low frequencies far too high.",
+                  "Use torch.arange(0, d_head, 2) / d_head (or 2 * arange(d_head // 2) / d_head) as the exponent."),
+        Diagnosis("rope_positions_ignored", "Positions argument ignored",
+                  "Tokens are rotated by 0..T-1 instead of their absolute `positions`, which is wrong for any "
+                  "offset (a decode step, a later chunk) or gap.",
+                  "Compute the angles from `positions` itself: positions.float()[:, None] * inv_freq."),
+        Diagnosis("rope_base_ignored", "RoPE base hard-coded",
+                  "The `base` argument has no effect (10000 is used), so a model with another base "
+                  "(Llama 3: 500000) gets the wrong frequencies.",
+                  "Build inv_freq from the `base` argument."),
+        Diagnosis("rope_low_precision_angles", "Angles computed in half precision",
+                  "With bf16/fp16 input the angles position * theta were rounded to the input's dtype; "
+                  "at position ~10000 bf16 can only hold multiples of 64, so the rotation is badly off.",
+                  "Compute positions.float() * inv_freq (fp32), take cos/sin in fp32, and cast only the result."),
+    ]
+}
+
+
+def other(convention: str) -> str:
+    return "interleaved" if convention == "half" else "half"
+
+
+def rotate(
+    x: Tensor,
+    positions: Tensor,
+    base: float,
+    convention: str,
+    *,
+    sign: float = 1.0,
+    pair_exponent: bool = True,
+) -> Tensor:
+    """x rotated in float64; `sign=-1` turns the other way, `pair_exponent=False` uses i/d."""
+    d = x.shape[-1]
+    i = torch.arange(d // 2, dtype=torch.float64)
+    exponent = (2.0 * i / d) if pair_exponent else (i / d)
+    inv_freq = float(base) ** (-exponent)
+    angles = sign * positions.to(torch.float64)[:, None] * inv_freq[None, :]
+    cos, sin = angles.cos(), angles.sin()
+    xf = x.to(torch.float64)
+    if convention == "half":
+        a, b = xf[..., : d // 2], xf[..., d // 2 :]
+    else:
+        a, b = xf[..., 0::2], xf[..., 1::2]
+    ra, rb = a * cos - b * sin, a * sin + b * cos
+    if convention == "half":
+        return torch.cat([ra, rb], dim=-1)
+    return torch.stack([ra, rb], dim=-1).flatten(-2)
+
+
+def rotate_low_precision(x: Tensor, positions: Tensor, base: float, convention: str) -> Tensor | None:
+    """The half-precision-angle mistake, step by step in x's dtype (None for fp32/fp64 input)."""
+    dt = x.dtype
+    if dt not in (torch.float16, torch.bfloat16):
+        return None
+    d = x.shape[-1]
+    inv_freq = 1.0 / (float(base) ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
+    angles = positions.to(dt)[:, None] * inv_freq.to(dt)[None, :]
+    if convention == "half":
+        angles = torch.cat((angles, angles), dim=-1)
+        first, second = x.chunk(2, dim=-1)
+        turned = torch.cat((-second, first), dim=-1)
+    else:
+        angles = angles.repeat_interleave(2, dim=-1)
+        pairs = x.unflatten(-1, (-1, 2))
+        turned = torch.stack((-pairs[..., 1], pairs[..., 0]), dim=-1).flatten(-2)
+    return x * angles.cos() + turned * angles.sin()
+
+
+# (diagnosis id, label, fn(x, positions, base, declared convention) -> output or None)
+def _swapped(declared_is: str):
+    def fn(x, positions, base, convention):
+        if convention != declared_is:
+            return None
+        return rotate(x, positions, base, other(convention))
+
+    return fn
+
+
+def _positions_ignored(x, positions, base, convention):
+    plain = torch.arange(x.shape[-2])
+    if torch.equal(positions.cpu(), plain):
+        return None
+    return rotate(x, plain, base, convention)
+
+
+def _base_ignored(x, positions, base, convention):
+    if float(base) == 10000.0:
+        return None
+    return rotate(x, positions, 10000.0, convention)
+
+
+ROPE_VARIANTS = [
+    ("rope_convention_swapped", "your math pairs features the 'interleaved' way (2i, 2i+1) but the file declares "
+     "'half' or no CONVENTION: declare CONVENTION = \"interleaved\"", _swapped("half")),
+    ("rope_convention_swapped", "your math pairs features the 'half' way (i, i + d/2) but the file declares "
+     "CONVENTION = \"interleaved\": declare CONVENTION = \"half\" (or delete the line)", _swapped("interleaved")),
+    ("rope_sign_flipped", "rotation by -angle", lambda x, p, b, c: rotate(x, p, b, c, sign=-1.0)),
+    ("rope_freq_exponent", "theta_i = base ** (-i / d_head)", lambda x, p, b, c: rotate(x, p, b, c, pair_exponent=False)),
+    ("rope_positions_ignored", "rotated by arange(T) instead of positions", _positions_ignored),
+    ("rope_base_ignored", "base fixed at 10000", _base_ignored),
+    ("rope_low_precision_angles", "angles rounded to the input dtype", rotate_low_precision),
+]

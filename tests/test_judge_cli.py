@@ -1,0 +1,144 @@
+"""The grader's commands through the public CLI: check, start, exercises, hint."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from drill.cli import app
+from drill.store import Store
+
+SOLUTIONS = Path(__file__).parent / "fixtures" / "solutions"
+GOOD = SOLUTIONS / "rmsnorm" / "good_rsqrt.py"
+BUG = SOLUTIONS / "attention" / "bug_missing_scale__matmul.py"
+
+
+@pytest.fixture()
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("DRILL_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("NO_COLOR", "1")
+    return tmp_path / "home"
+
+
+def run(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+def test_check_pass_prints_panel_and_records_attempt(home: Path) -> None:
+    res = run("check", str(GOOD), "--exercise", "rmsnorm", "--seed", "11")
+    assert res.exit_code == 0, res.output
+    assert "PASS" in res.output and "seed 11" in res.output
+    attempts = Store(home / "progress.db").attempts()
+    assert [(a.exercise, a.status, a.seed, a.tests_passed == a.tests_total) for a in attempts] == [
+        ("rmsnorm", "pass", 11, True)
+    ]
+
+
+def test_check_json_on_a_bug(home: Path) -> None:
+    res = run("check", str(BUG), "-e", "attention", "--json", "--seed", "5")
+    assert res.exit_code == 1
+    doc = json.loads(res.stdout)
+    assert doc["exercise"] == "attention" and doc["status"] == "fail" and doc["seed"] == 5
+    assert doc["diagnosis"]["id"] == "missing_scale"
+    assert {"id", "title", "why", "fix"} <= set(doc["diagnosis"])
+    assert doc["tests_total"] == len(doc["tests"]) > 5
+    assert all({"name", "status", "message", "max_abs_err"} <= set(t) for t in doc["tests"])
+    assert Store(home / "progress.db").attempts()[0].diagnosis == "missing_scale"
+
+
+def test_seed_replays_the_same_tests(home: Path) -> None:
+    a = json.loads(run("check", str(BUG), "-e", "attention", "--json", "--seed", "99").stdout)
+    b = json.loads(run("check", str(BUG), "-e", "attention", "--json", "--seed", "99").stdout)
+    assert [t["name"] for t in a["tests"]] == [t["name"] for t in b["tests"]]
+    assert a["max_abs_err"] == b["max_abs_err"]
+
+
+def test_verbose_shows_shapes_and_worst_element(home: Path) -> None:
+    res = run("check", str(BUG), "-e", "attention", "--verbose", "--seed", "5")
+    assert res.exit_code == 1
+    assert "float32[" in res.output and "worst element" in res.output
+
+
+def test_usage_errors_exit_2(home: Path, tmp_path: Path) -> None:
+    assert run("check", str(tmp_path / "nope.py")).exit_code == 2
+    res = run("check", str(GOOD), "--exercise", "nosuch")
+    assert res.exit_code == 2 and "attention" in res.output  # lists the valid names
+    assert run("check", str(GOOD)).exit_code == 2  # good_rsqrt.py names no exercise
+
+
+def test_syntax_error_is_a_failure_with_line(home: Path, tmp_path: Path) -> None:
+    f = tmp_path / "attention.py"
+    f.write_text("def scaled_dot_product_attention(q, k, v, mask=None):\n    return q +\n")
+    res = run("check", str(f), "--json")
+    assert res.exit_code == 1
+    doc = json.loads(res.stdout)
+    assert doc["diagnosis"]["id"] == "syntax_error" and "line 2" in doc["diagnosis"]["detail"]
+
+
+def test_broken_store_keeps_the_verdict(home: Path) -> None:
+    home.mkdir(parents=True)
+    (home / "progress.db").write_bytes(b"this is not sqlite" * 100)
+    res = run("check", str(GOOD), "-e", "rmsnorm", "--seed", "1")
+    assert res.exit_code == 0
+    assert "PASS" in res.output and "not saved" in res.output
+
+
+def test_start_copies_and_refuses_to_overwrite(home: Path, tmp_path: Path) -> None:
+    dest = tmp_path / "work"
+    res = run("start", "attention", str(dest))
+    assert res.exit_code == 0
+    copied = dest / "attention.py"
+    assert "NotImplementedError" in copied.read_text()
+    copied.write_text("# my work\n")
+    assert run("start", "attention", str(dest)).exit_code == 2
+    assert copied.read_text() == "# my work\n"
+    assert run("start", "attention", str(dest), "--force").exit_code == 0
+    assert "NotImplementedError" in copied.read_text()
+    res = run("start", "nosuch", str(dest))
+    assert res.exit_code == 2 and "rmsnorm" in res.output
+
+
+def test_exercises_lists_best_results(home: Path) -> None:
+    Store(home / "progress.db").close()
+    from drill.store import Attempt
+
+    with Store(home / "progress.db") as s:
+        s.record_attempt(Attempt("swiglu", "2026-01-01T00:00:00+00:00", "fail", "unknown", 1, 0, 7, 10))
+        s.record_attempt(Attempt("swiglu", "2026-01-02T00:00:00+00:00", "pass", None, 2, 7, 7, 10))
+    res = run("exercises")
+    assert res.exit_code == 0
+    line = next(l for l in res.output.splitlines() if "swiglu" in l)
+    assert "pass" in line
+    assert "kv_cache" in res.output
+
+
+def test_hint_is_progressive(home: Path) -> None:
+    one = run("hint", "attention")
+    two = run("hint", "attention", "2")
+    assert one.exit_code == two.exit_code == 0
+    assert "Hint 1/" in one.output and "Hint 2/" not in one.output
+    assert "Hint 1/" in two.output and "Hint 2/" in two.output
+    assert run("hint", "attention", "99").exit_code == 2
+    assert run("hint", "nosuch").exit_code == 2
+
+
+def test_real_subprocess_and_lean_cli_import(home: Path) -> None:
+    env = {**os.environ, "DRILL_HOME": str(home), "NO_COLOR": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "drill.cli", "check", str(GOOD), "-e", "rmsnorm", "--json", "--seed", "3"],
+        capture_output=True, text=True, env=env, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["status"] == "pass"
+    lean = subprocess.run(
+        [sys.executable, "-c", "import sys, drill.cli, drill.judge.commands, drill.judge.registry; "
+         "assert 'torch' not in sys.modules, 'drill.cli imported torch'"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert lean.returncode == 0, lean.stderr
