@@ -98,7 +98,8 @@ def _weak_topics(questions: list[dict[str, Any]], history: dict[str, float]) -> 
     for topic, weakness in history.items():
         scores[topic].append(weakness)
     for q in questions:
-        scores[q["topic"]].append(1.0 - _points(q))
+        if q["outcome"] != "missed":  # never answered (time, abandon) says nothing about the topic
+            scores[q["topic"]].append(1.0 - _points(q))
     merged = {topic: sum(vals) / len(vals) for topic, vals in scores.items()}
     return rank_weak_topics({t: s for t, s in merged.items() if s >= 0.5})
 

@@ -212,6 +212,7 @@ class Submission:
     advisories: list[str] = field(default_factory=list)
     seed: int | None = None
     at_deadline: bool = False
+    output_tail: str = ""  # what the graded file printed (kept short), to explain errors
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -330,4 +331,5 @@ def _submission(result: Any, at: float, at_deadline: bool) -> Submission:
         diagnosis_id=getattr(d, "id", None), diagnosis=getattr(d, "title", None),
         detail=result.diagnosis_detail or "", fix=getattr(d, "fix", "") or "",
         advisories=list(result.advisories), seed=result.seed, at_deadline=at_deadline,
+        output_tail=(getattr(result, "output_tail", "") or "")[-400:],
     )

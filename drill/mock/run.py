@@ -136,8 +136,9 @@ def _sit(options, console, reader, clock, store, grade, interactive, fuzz, rng, 
             coding.run()
         except TimeUp:
             status = "expired"
-            console.print()
-            console.print(Text("Time is up.", style="bold yellow"))
+            if not coding.reached:  # the coding round announces time-up itself
+                console.print()
+                console.print(Text("Time is up.", style="bold yellow"))
         except Abandoned:
             status, code = "abandoned", EXIT_ABANDONED
             console.print(Text("Mock abandoned — saving what you did.", style="bold yellow"))
