@@ -384,3 +384,26 @@ def test_stream_reader_reads_a_pipe_and_stops_at_the_deadline() -> None:
         with pytest.raises(EndOfInput):
             reader("q4 >", countdown)
     assert "left] q1 >" in console.export_text()
+
+
+# -- planning ------------------------------------------------------------------
+
+
+def test_questions_lean_to_weak_topics_and_mix_kinds() -> None:
+    import random
+
+    from drill.mock.plan import pick_questions, topic_weakness
+    from drill.quiz.loader import load_bank
+    from drill.store import Review
+
+    bank = load_bank(ROOT / "tests" / "fixtures" / "questions" / "good")
+    weak = next(q.topic for q in bank.questions)
+    reviews = [Review(q.id, "2025-01-01T00:00:00+00:00", 1 if q.topic == weak else 4, None, None, q.topic, "quiz")
+               for q in bank.questions]
+    assert topic_weakness(reviews)[weak] > 0.5 > min(topic_weakness(reviews).values())
+    draws = [q for seed in range(200) for q in pick_questions(list(bank.questions), reviews, 1, random.Random(seed))]
+    share = sum(q.topic == weak for q in draws) / len(draws)
+    unweighted = sum(q.topic == weak for q in bank.questions) / len(bank.questions)
+    assert share > unweighted + 0.1
+    three = pick_questions(list(bank.questions), [], 3, random.Random(0))
+    assert len({q.kind for q in three}) == 3 and len({q.id for q in three}) == 3

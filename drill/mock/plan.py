@@ -21,7 +21,7 @@ from pathlib import Path
 
 from drill.errors import UserError
 from drill.quiz.schedule import AGAIN, HARD
-from drill.quiz.schema import KINDS, Question
+from drill.quiz.schema import Question
 from drill.store import Review
 
 # Seconds an interviewer would give each kind of question before moving on.
@@ -66,27 +66,26 @@ def question_weight(question: Question, weakness: dict[str, float], last_rating:
 def pick_questions(
     pool: list[Question], reviews: list[Review], count: int, rng: random.Random
 ) -> list[Question]:
-    """`count` questions, kinds taken in turn, each drawn by weakness weight without replacement."""
+    """`count` questions drawn one at a time by weakness weight, without replacement.
+
+    Each draw is among the kinds drawn least so far, so the round mixes
+    recall, choice, numeric and parametric questions, while the topic
+    weighting decides which question (and so which of those kinds) comes up.
+    """
     if count <= 0 or not pool:
         return []
     weakness = topic_weakness(reviews)
     last_rating = {r.question_id: r.rating for r in reviews}
-    by_kind: dict[str, list[Question]] = defaultdict(list)
-    for question in pool:
-        by_kind[question.kind].append(question)
-    kinds = [k for k in KINDS if by_kind[k]]
-    rng.shuffle(kinds)
+    remaining = list(pool)
+    used: dict[str, int] = defaultdict(int)
     chosen: list[Question] = []
-    turn = 0
-    while len(chosen) < count and any(by_kind[k] for k in kinds):
-        kind = kinds[turn % len(kinds)]
-        turn += 1
-        candidates = by_kind[kind]
-        if not candidates:
-            continue
-        # Weighted sampling without replacement (Efraimidis–Spirakis keys).
+    while remaining and len(chosen) < count:
+        fewest = min(used[q.kind] for q in remaining)
+        candidates = [q for q in remaining if used[q.kind] == fewest]
+        # Efraimidis–Spirakis: the largest u^(1/w) is a draw weighted by w.
         best = max(candidates, key=lambda q: rng.random() ** (1.0 / question_weight(q, weakness, last_rating)))
-        candidates.remove(best)
+        remaining.remove(best)
+        used[best.kind] += 1
         chosen.append(best)
     return chosen
 
