@@ -62,3 +62,17 @@ def test_wheel_installs_and_finds_its_data(tmp_path: Path) -> None:
         [str(py), "-c", "from drill.cli import main; main()", "--help"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
     )
     assert help_out.returncode == 0 and "check" in help_out.stdout
+
+
+def test_every_subpackage_is_listed_for_the_wheel() -> None:
+    """pyproject lists packages explicitly (the top-level folders are remapped);
+    a new drill/ subpackage missing from that list would vanish from the wheel."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {
+        ".".join(init.parent.relative_to(ROOT).parts)
+        for init in (ROOT / "drill").rglob("__init__.py")
+        if "__pycache__" not in init.parts
+    }
+    assert found <= listed, f"add to [tool.setuptools] packages: {sorted(found - listed)}"
