@@ -1,0 +1,123 @@
+"""Known KV-cache mistakes, replayed call by call on a chain case's inputs (parent side).
+
+`replay` walks the same split of the sequence as the learner's module did
+and keeps the cache the buggy code would keep, with one knob per mistake:
+positions restarting at 0, a top-left causal mask, a mask only on the first
+call, keys cached before RoPE (two ways code ends up there), RoPE applied to
+the values. With every knob off it is the correct algorithm (and equals the
+reference), which the tests use to check the replay itself.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from drill.judge.spec import Case, Diagnosis
+
+KD = {
+    d.id: d
+    for d in [
+        Diagnosis("kv_rope_positions_restart", "New tokens rotated from position 0",
+                  "On every call the new tokens were rotated as positions 0..T_new-1; they sit at T_past .. T_past+T_new-1, "
+                  "so after the first call queries and keys get the wrong angles.",
+                  "Take T_past = past_kv[0].shape[2] (0 without a cache) and rotate at torch.arange(T_past, T_past + T_new)."),
+        Diagnosis("kv_mask_top_left", "Causal mask aligned top-left",
+                  "tril() of the (T_new, T_past + T_new) score rectangle (or SDPA's is_causal) lets new query i see only keys 0..i; "
+                  "with a cache the queries are the *last* T_new positions, so the mask must be aligned bottom-right.",
+                  "Build the mask from absolute positions (key_pos <= query_pos), or tril(diagonal=T_past)."),
+        Diagnosis("kv_mask_first_call_only", "Causal mask only on the first call",
+                  "With a cache, a chunk of several new tokens still needs the causal mask among themselves; "
+                  "without it earlier tokens of the chunk see later ones.",
+                  "Apply the (bottom-right) causal mask on every call with T_new > 1, cache or not."),
+        Diagnosis("kv_cache_unrotated_keys", "Cache holds keys before RoPE",
+                  "The returned cache must hold keys *after* RoPE (the reference cache and any later call assume it); "
+                  "yours stores raw keys, so a cache from elsewhere is rotated twice, or yours is read as if rotated.",
+                  "Rotate the new keys at their positions first, then append them to the cache; never rotate cached keys again."),
+        Diagnosis("kv_rope_on_values", "RoPE applied to the values",
+                  "Only queries and keys are rotated: RoPE encodes relative position in the scores; rotated values "
+                  "mix features of the output.",
+                  "Rotate q and k only; cache and attend with the values as projected."),
+    ]
+}
+
+
+def _rope(t: Tensor, positions: Tensor, base: float) -> Tensor:
+    from drill.reference.rope import apply_rope
+
+    return apply_rope(t, positions, base, "half", impl="math")
+
+
+def _split(t: Tensor, heads: int) -> Tensor:
+    b, n, f = t.shape
+    return t.view(b, n, heads, f // heads).transpose(1, 2)
+
+
+def replay(
+    case: Case,
+    *,
+    restart: bool = False,
+    top_left: bool = False,
+    first_only: bool = False,
+    unrotated: str | None = None,
+    rope_v: bool = False,
+    scale: float | None = None,
+) -> Tensor:
+    """The chain case's chosen output as the buggy code computes it (fp32).
+
+    unrotated: None (correct), "append" (raw keys appended to the cache, this call
+    attends with its rotated keys, the past is read as rotated) or "rerotate"
+    (raw keys cached, the whole cache rotated at 0..T_total-1 on every call).
+    """
+    from drill.reference.attention import sdpa
+
+    a, ctx, extra = case.args, case.ctx, case.extra
+    h, h_kv, base = ctx["n_heads"], ctx["n_kv_heads"], ctx["base"]
+    wq, wk, wv, wo = (case.params[f"{p}.weight"].float() for p in ("q_proj", "k_proj", "v_proj", "o_proj"))
+    x = a["x"].float()
+    past = (a["past_k"].float(), a["past_v"].float()) if extra.get("past") else None
+    outs, start = [], 0
+    for n in extra["calls"]:
+        xc = x[:, start : start + n]
+        q, k, v = _split(F.linear(xc, wq), h), _split(F.linear(xc, wk), h_kv), _split(F.linear(xc, wv), h_kv)
+        t_past = 0 if past is None else past[0].shape[2]
+        pos = torch.arange(n) if restart else torch.arange(t_past, t_past + n)
+        q, k_rot = _rope(q, pos, base), _rope(k, pos, base)
+        if rope_v:
+            v = _rope(v, pos, base)
+        past_k, past_v = (past if past is not None else (k.new_zeros(*k.shape[:2], 0, k.shape[3]),) * 2)
+        v_all = torch.cat([past_v, v], dim=2)
+        if unrotated == "rerotate":
+            cache_k = torch.cat([past_k, k], dim=2)
+            k_att = _rope(cache_k, torch.arange(cache_k.shape[2]), base)
+        elif unrotated == "append":
+            k_att, cache_k = torch.cat([past_k, k_rot], dim=2), torch.cat([past_k, k], dim=2)
+        else:
+            k_att = cache_k = torch.cat([past_k, k_rot], dim=2)
+        t_total = k_att.shape[2]
+        if top_left:
+            mask = torch.ones(n, t_total, dtype=torch.bool).tril()
+        elif first_only and past is not None:
+            mask = None
+        else:
+            mask = torch.ones(n, t_total, dtype=torch.bool).tril(diagonal=t_total - n)
+        o = sdpa(q, k_att, v_all, mask, scale=scale, impl="math")
+        outs.append(F.linear(o.transpose(1, 2).reshape(o.shape[0], n, -1), wo))
+        past = (cache_k, v_all)
+        start += n
+    return {"out": torch.cat(outs, dim=1), "k": past[0], "v": past[1]}[extra["returns"]]
+
+
+KV_VARIANTS = [
+    ("kv_rope_positions_restart", "positions 0..T_new-1 on every call", {"restart": True}),
+    ("kv_mask_top_left", "tril of the score rectangle (top-left)", {"top_left": True}),
+    ("kv_mask_first_call_only", "no mask once a cache exists", {"first_only": True}),
+    ("kv_cache_unrotated_keys", "raw keys appended to the cache", {"unrotated": "append"}),
+    ("kv_cache_unrotated_keys", "raw keys cached, whole cache re-rotated every call", {"unrotated": "rerotate"}),
+    ("kv_rope_on_values", "values rotated too", {"rope_v": True}),
+]
+
+
+def missing_scale(case: Case) -> Tensor:
+    return replay(case, scale=1.0)

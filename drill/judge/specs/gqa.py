@@ -1,0 +1,169 @@
+"""Hidden tests for `gqa`: GroupedQueryAttention(d_model, n_heads, n_kv_heads), causal.
+
+Configs: MHA (n_kv = n_heads), MQA (n_kv = 1) and real GQA with group sizes
+2, 3 and 4 — `.repeat` instead of `repeat_interleave` only shows when
+1 < n_kv < n_heads, so most cases are of that kind. fp32 cases check
+gradients of x and of all four projections; fp16/bf16 cases check dtype
+and finiteness. Bug variants: K/V tiled (head h reads kv head h % n_kv),
+no causal mask, a mask that hides the diagonal, and the attention mistakes
+that apply to a causal self-attention (scale, softmax axis, mask handling,
+exp overflow).
+
+Memory audit (advisory): see drill/judge/audit.py; it runs the learner's
+forward on a larger config and reports whether K/V were copied to n_heads
+heads and the forward's peak allocation next to a grouped baseline's.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from drill.judge.spec import FORBIDDEN_ATTENTION, FORBIDDEN_ATTENTION_CLASSES, KIND_MODULE, Bug, Case, Diagnosis, Spec
+from drill.judge.specs._attention_bugs import ATTENTION_VARIANTS, D, attend
+from drill.judge.specs._common import DTYPES, TOLERANCES, Draw, reference_with_grads
+
+TARGET = "GroupedQueryAttention"
+PROJ = ("q_proj", "k_proj", "v_proj", "o_proj")
+
+GD = {
+    d.id: d
+    for d in [
+        Diagnosis("gqa_tiled_kv", "K/V heads tiled instead of grouped",
+                  "Query head h must read KV head h // group (consecutive query heads share one); `.repeat` tiles the KV heads, "
+                  "so head h reads h % n_kv_heads instead.",
+                  "Use k.repeat_interleave(group, dim=1) (or view q as (B, n_kv, group, T, d) and broadcast)."),
+        Diagnosis("gqa_not_causal", "No causal mask",
+                  "Every token also attends to later tokens; in a decoder token t may only see positions 0..t.",
+                  "Mask scores where key position > query position with -inf before the softmax."),
+        Diagnosis("gqa_diagonal_masked", "Causal mask hides the diagonal",
+                  "Your mask blocks key position == query position too, so no token sees itself and token 0 sees nothing at all "
+                  "(a NaN or uniform row).",
+                  "Block only key_pos > query_pos: torch.tril(ones(T, T)) is the *allowed* set, triu(..., diagonal=1) the blocked one."),
+    ]
+}
+
+# The attention-level mistakes that make sense for causal self-attention (no user mask to invert or fully block).
+APPLICABLE = ("missing_scale", "wrong_scale", "softmax_wrong_axis", "mask_fill_zero", "mask_after_softmax", "no_max_subtraction")
+
+
+def _case(d: Draw, name: str, B: int, T: int, h: int, h_kv: int, dh: int, *, dtype="float32", grads=False, scale=1.0) -> Case:
+    d_model = h * dh
+    params = {
+        "q_proj.weight": d.weight(h * dh, d_model, dtype=dtype),
+        "k_proj.weight": d.weight(h_kv * dh, d_model, dtype=dtype),
+        "v_proj.weight": d.weight(h_kv * dh, d_model, dtype=dtype),
+        "o_proj.weight": d.weight(d_model, h * dh, dtype=dtype),
+    }
+    return Case(
+        name=name,
+        target=TARGET,
+        kind=KIND_MODULE,
+        args={"x": d.normal(B, T, d_model, dtype=dtype, scale=scale)},
+        init=(d_model, h, h_kv),
+        params=params,
+        module_dtype=DTYPES[dtype] if dtype != "float32" else None,
+        grad_inputs=("x",) if grads else (),
+        grad_params=grads,
+        upstream=d.normal(B, T, d_model) if grads else None,
+        out_dtype=DTYPES[dtype],
+        ctx={"dtype": dtype, "n_heads": h, "n_kv_heads": h_kv},
+    )
+
+
+def make_cases(seed: int) -> list[Case]:
+    d = Draw(seed)
+    T = lambda: d.int(5, 10)  # noqa: E731 - a fresh length per case
+    return [
+        _case(d, "fp32 GQA n_heads=4, n_kv_heads=2 (group 2)", 2, T(), 4, 2, d.choice([8, 16]), grads=True),
+        _case(d, "fp32 MHA n_heads=n_kv_heads=4", 2, T(), 4, 4, 8, grads=True),
+        _case(d, "fp32 MQA n_heads=4, n_kv_heads=1", 2, T(), 4, 1, 8, grads=True),
+        _case(d, "fp32 GQA n_heads=8, n_kv_heads=2 (group 4)", 1, T(), 8, 2, 8, grads=True),
+        _case(d, "fp32 GQA n_heads=6, n_kv_heads=2 (group 3)", 2, T(), 6, 2, 4),
+        _case(d, "fp32 GQA n_heads=6, n_kv_heads=3 (group 2), T=1", 3, 1, 6, 3, 8),
+        _case(d, "fp32 GQA n_heads=8, n_kv_heads=4, large logits (~1e3)", 2, T(), 8, 4, 8, scale=30.0),
+        _case(d, "fp16 GQA n_heads=4, n_kv_heads=2", 2, T(), 4, 2, 16, dtype="float16"),
+        _case(d, "bf16 GQA n_heads=8, n_kv_heads=2", 2, T(), 8, 2, 8, dtype="bfloat16"),
+    ]
+
+
+def _weights(case: Case, dtype=torch.float32) -> list[torch.Tensor]:
+    return [case.params[f"{p}.weight"].to(dtype) for p in PROJ]
+
+
+def reference(case: Case):
+    from drill.reference.attention import grouped_query_attention
+
+    h, h_kv = case.ctx["n_heads"], case.ctx["n_kv_heads"]
+    return reference_with_grads(
+        case,
+        lambda a, p: grouped_query_attention(a["x"], *(p[f"{n}.weight"] for n in PROJ), h, h_kv, impl="math")[0],
+    )
+
+
+def _split(t: torch.Tensor, heads: int) -> torch.Tensor:
+    b, n, f = t.shape
+    return t.view(b, n, heads, f // heads).transpose(1, 2)
+
+
+def gqa_variant(case: Case, *, tiled=False, mask="causal", core=None, scale=None):
+    """GQA recomputed (fp32) with one mistake; returns (output, unknown) like the attention variants.
+
+    mask: "causal", "none" or "strict" (diagonal blocked too: row 0 has no key,
+    its value depends on the fill and is left out of matching).
+    """
+    x = case.args["x"].float()
+    wq, wk, wv, wo = _weights(case)
+    h, h_kv = case.ctx["n_heads"], case.ctx["n_kv_heads"]
+    B, T, _ = x.shape
+    g = h // h_kv
+    q, k, v = _split(F.linear(x, wq), h), _split(F.linear(x, wk), h_kv), _split(F.linear(x, wv), h_kv)
+    if tiled:
+        if g == 1 or h_kv == 1:
+            return None
+        k, v = k.repeat(1, g, 1, 1), v.repeat(1, g, 1, 1)
+    else:
+        k, v = k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)
+    m = None
+    if mask == "causal":
+        m = torch.ones(T, T, dtype=torch.bool).tril()
+    elif mask == "strict":
+        m = torch.ones(T, T, dtype=torch.bool).tril(diagonal=-1)
+    if core is None:
+        o = attend(q, k, v, m, scale=scale)
+        unknown_rows = None if m is None else ~m.any(dim=-1)  # (T,)
+    else:
+        produced = core(q, k, v, m, case.args["x"].dtype)
+        if produced is None:
+            return None
+        o, unknown = produced if isinstance(produced, tuple) else (produced, None)
+        unknown_rows = None if unknown is None else unknown.reshape(B, h, T, -1).any(dim=-1).any(dim=1).any(dim=0)
+    out = F.linear(o.transpose(1, 2).reshape(B, T, h * o.shape[-1]), wo)
+    unknown_out = torch.zeros(out.shape, dtype=torch.bool)
+    if unknown_rows is not None:
+        unknown_out[:, unknown_rows] = True
+    unknown_out |= torch.isnan(out)
+    return out, unknown_out
+
+
+BUGS = [
+    Bug(GD["gqa_tiled_kv"], lambda c: gqa_variant(c, tiled=True), "head h reads kv head h % n_kv_heads"),
+    Bug(GD["gqa_not_causal"], lambda c: gqa_variant(c, mask="none"), "no mask"),
+    Bug(GD["gqa_diagonal_masked"], lambda c: gqa_variant(c, mask="strict"), "strictly-lower mask"),
+    Bug(D["wrong_scale"], lambda c: gqa_variant(c, scale=1.0 / math.sqrt(c.args["x"].shape[-1])), "scaled by 1/sqrt(d_model)"),
+] + [Bug(D[i], (lambda fn: lambda c: gqa_variant(c, core=fn))(fn), label) for i, label, fn in ATTENTION_VARIANTS if i in APPLICABLE]
+
+SPEC = Spec(
+    name="gqa",
+    graded=(TARGET,),
+    make_cases=make_cases,
+    reference=reference,
+    tolerances=TOLERANCES,
+    bugs=tuple(BUGS),
+    exception_bugs=(("without overflow", D["fp16_fill_overflow"]),),
+    forbidden=FORBIDDEN_ATTENTION,
+    forbidden_classes=FORBIDDEN_ATTENTION_CLASSES,
+    audit={"name": "gqa_memory", "batch": 2, "seq": 48, "d_model": 128, "n_heads": 8, "n_kv_heads": 2},
+)

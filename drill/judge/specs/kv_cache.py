@@ -1,0 +1,134 @@
+"""Hidden tests for `kv_cache`: CachedSelfAttention(d_model, n_heads, n_kv_heads, rope_base).
+
+Every case is a "chain" (see drill/judge/chain.py): the child builds the
+learner's module with the parent's weights and feeds one sequence through
+it in a given split, chaining the cache each call returns. The expected
+answer is always one full causal pass of the reference over the whole
+sequence, so any correct split-invariant implementation passes whatever it
+does inside. The splits are chosen to reveal the known mistakes:
+- all at once (plain causal attention with RoPE; values must not be rotated);
+- a prompt then one token at a time (positions must continue from T_past;
+  a top-left mask hides all but the first key from a decode step);
+- chunks of several tokens (the mask is still needed after the first call);
+- uneven mixes of both;
+- continuing from a cache built by the reference (the cache holds rotated
+  keys: code that stores raw keys and re-rotates them fails here);
+- the returned cache itself: rotated keys and values, in order.
+Configs cover MHA (n_kv = n_heads), MQA (n_kv = 1) and real GQA, bases
+10000 and 500000, fp32 and bf16.
+
+The work audit (decode-step FLOPs against the cache length, rows fed to the
+projections) runs after the cases; see drill/judge/audit.py.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from drill.judge.spec import FORBIDDEN_ATTENTION, FORBIDDEN_ATTENTION_CLASSES, Bug, Case, Spec
+from drill.judge.specs._attention_bugs import D as AD
+from drill.judge.specs._common import DTYPES, TOLERANCES, Draw
+from drill.judge.specs._kv_bugs import KD, KV_VARIANTS, missing_scale, replay
+
+TARGET = "CachedSelfAttention"
+KIND_CHAIN = "chain"
+PROJ = ("q_proj", "k_proj", "v_proj", "o_proj")
+WHAT = {"out": "outputs", "k": "returned cache keys", "v": "returned cache values"}
+
+
+def _weights(d: Draw, d_model: int, h: int, h_kv: int, dtype: str) -> dict[str, torch.Tensor]:
+    dh = d_model // h
+    return {
+        "q_proj.weight": d.weight(h * dh, d_model, dtype=dtype),
+        "k_proj.weight": d.weight(h_kv * dh, d_model, dtype=dtype),
+        "v_proj.weight": d.weight(h_kv * dh, d_model, dtype=dtype),
+        "o_proj.weight": d.weight(d_model, h * dh, dtype=dtype),
+    }
+
+
+def _scenario(
+    d: Draw, label: str, *, h: int, h_kv: int, dh: int, calls: list[int], returns=("out",), past_len: int = 0,
+    base: float = 10000.0, dtype: str = "float32", batch: int = 2,
+) -> list[Case]:
+    """Cases sharing one sequence and one set of weights: one per output checked."""
+    d_model = h * dh
+    params = _weights(d, d_model, h, h_kv, dtype)
+    x = d.normal(batch, sum(calls), d_model, dtype=dtype)
+    args = {"x": x}
+    if past_len:
+        from drill.reference.attention import grouped_query_attention
+
+        prefix = d.normal(batch, past_len, d_model, dtype=dtype).float()
+        w = [params[f"{p}.weight"].float() for p in PROJ]
+        _, (pk, pv) = grouped_query_attention(prefix, *w, h, h_kv, rope_base=base, impl="math")
+        args.update(past_k=pk.to(DTYPES[dtype]), past_v=pv.to(DTYPES[dtype]))
+    config = f"n_heads={h}, n_kv_heads={h_kv}, d_head={dh}" + ("" if base == 10000.0 else f", base {base:g}")
+    split = "+".join(str(n) for n in calls)
+    cases = []
+    for what in returns:
+        cases.append(
+            Case(
+                name=f"{'bf16' if dtype == 'bfloat16' else 'fp32'} {label} [{split}], {config}: {WHAT[what]}",
+                target=TARGET,
+                kind=KIND_CHAIN,
+                args=dict(args),
+                init=(d_model, h, h_kv, float(base)),
+                params=params,
+                module_dtype=DTYPES[dtype] if dtype != "float32" else None,
+                out_dtype=DTYPES[dtype],
+                extra={"calls": list(calls), "returns": what, "past": bool(past_len)},
+                ctx={"dtype": dtype, "n_heads": h, "n_kv_heads": h_kv, "base": float(base)},
+            )
+        )
+    return cases
+
+
+def make_cases(seed: int) -> list[Case]:
+    d = Draw(seed)
+    cases: list[Case] = []
+    t = d.int(6, 9)
+    cases += _scenario(d, "all at once", h=4, h_kv=2, dh=8, calls=[t], returns=("out", "k", "v"))
+    p = d.int(3, 6)
+    cases += _scenario(d, "prompt then one token at a time", h=4, h_kv=2, dh=16, calls=[p, 1, 1, 1, 1],
+                       returns=("out", "k", "v"))
+    c = d.int(2, 4)
+    cases += _scenario(d, "chunks of several tokens", h=6, h_kv=3, dh=8, calls=[c, c, c], returns=("out", "k"))
+    cases += _scenario(d, "uneven mix", h=8, h_kv=2, dh=8, calls=[d.int(2, 4), 1, d.int(2, 5), 1, 2], base=500000.0)
+    cases += _scenario(d, "MHA, prompt then tokens", h=4, h_kv=4, dh=8, calls=[d.int(2, 4), 1, 1, 3])
+    cases += _scenario(d, "MQA, chunks", h=4, h_kv=1, dh=16, calls=[d.int(2, 4), 2, 1, 3], returns=("out", "k"))
+    cases += _scenario(d, "continuing a reference-built cache", h=4, h_kv=2, dh=8, calls=[d.int(2, 4), 1, 2],
+                       past_len=d.int(3, 7), returns=("out", "k", "v"))
+    cases += _scenario(d, "prompt then tokens", h=4, h_kv=2, dh=16, calls=[d.int(3, 5), 1, 1, 2], dtype="bfloat16")
+    return cases
+
+
+def reference(case: Case):
+    """One full causal pass over the whole sequence (after the given cache, if any), in fp32."""
+    from drill.reference.attention import grouped_query_attention
+
+    a, ctx = case.args, case.ctx
+    w = [case.params[f"{p}.weight"].float() for p in PROJ]
+    past = (a["past_k"].float(), a["past_v"].float()) if case.extra.get("past") else None
+    out, (k, v) = grouped_query_attention(
+        a["x"].float(), *w, ctx["n_heads"], ctx["n_kv_heads"], rope_base=ctx["base"], past_kv=past, impl="math"
+    )
+    return {"out": out, "k": k, "v": v}[case.extra["returns"]], {}
+
+
+def _bug(knobs: dict):
+    return lambda case: replay(case, **knobs)
+
+
+SPEC = Spec(
+    name="kv_cache",
+    graded=(TARGET,),
+    make_cases=make_cases,
+    reference=reference,
+    tolerances=TOLERANCES,
+    bugs=tuple(Bug(KD[i], _bug(knobs), label) for i, label, knobs in KV_VARIANTS)
+    + (Bug(AD["missing_scale"], missing_scale, "no 1/sqrt(d_head) scaling"),),
+    exception_bugs=(("without overflow", AD["fp16_fill_overflow"]),),
+    forbidden=FORBIDDEN_ATTENTION,
+    forbidden_classes=FORBIDDEN_ATTENTION_CLASSES,
+    audit={"name": "kv_work", "d_model": 64, "n_heads": 4, "n_kv_heads": 2, "prompt": 8, "lengths": [16, 32, 48, 64]},
+)
