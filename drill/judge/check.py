@@ -93,8 +93,14 @@ def check_file(
     limits: Limits | None = None,
     *,
     strict: bool = False,
+    pool: Any = None,
 ) -> Result:
-    """Grade `path` as `exercise` (default: from the file name). Raises UserError on bad usage."""
+    """Grade `path` as `exercise` (default: from the file name). Raises UserError on bad usage.
+
+    `pool` (a `runner.ChildPool`) runs the learner's code in a process forked
+    from a warm server instead of a fresh interpreter: same isolation, much
+    cheaper when grading many files in a row.
+    """
     t0 = time.monotonic()
     path = Path(path)
     if not path.is_file():
@@ -119,7 +125,8 @@ def check_file(
 
     from drill.judge.runner import Child
 
-    child = Child(limits)  # started before torch is imported here: the imports overlap
+    # Started before torch is imported here, so the two imports overlap.
+    child = pool.child(limits) if pool is not None else Child(limits)
     try:
         spec = registry.load_spec(name)
         cases = spec.make_cases(seed)

@@ -302,9 +302,13 @@ def classify(exc: BaseException) -> dict:
 
 
 def main() -> None:
-    global WORK, LEARNER
     torch.set_num_threads(1)
-    job = json.loads(sys.stdin.read())
+    serve(json.loads(sys.stdin.read()))
+
+
+def serve(job: dict) -> None:
+    """Grade one job in this process, then leave with os._exit (never returns)."""
+    global WORK, LEARNER
     WORK = job["work"]
     LEARNER = os.path.realpath(job["learner"])
     tensors = torch.load(os.path.join(WORK, "inputs.pt"), weights_only=True)
@@ -370,5 +374,54 @@ def main() -> None:
     os._exit(0)
 
 
+def _set_limits(cpu: int, data: int, fsize: int) -> None:
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    resource.setrlimit(resource.RLIMIT_DATA, (data, data))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def zygote() -> None:
+    """Fork server for grading many files: torch is imported once, here.
+
+    Reads one request per line on stdin ({"job", "scratch", "limits"}); for
+    each, forks a fresh process that takes its own session and limits, runs
+    `serve` and exits, so no learner code ever runs in this process. Replies
+    {"pid": N} at once and {"exit": N, "code": C, "cpu": S} when it ends.
+    """
+    torch.set_num_threads(1)
+    out = sys.stdout
+    for line in sys.stdin:
+        try:
+            req = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.setsid()
+                lim = req["limits"]
+                _set_limits(int(lim["cpu"]), int(lim["data"]), int(lim["fsize"]))
+                os.chdir(req["scratch"])
+                null = os.open(os.devnull, os.O_RDONLY)
+                log = os.open(os.path.join(req["job"]["work"], "output.txt"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+                os.dup2(null, 0)
+                os.dup2(log, 1)
+                os.dup2(log, 2)
+                os.environ["PWD"] = req["scratch"]
+                serve(req["job"])
+            finally:
+                os._exit(70)
+        out.write(json.dumps({"pid": pid}) + "\n")
+        out.flush()
+        _, status, usage = os.wait4(pid, 0)
+        out.write(json.dumps({"exit": pid, "code": os.waitstatus_to_exitcode(status),
+                              "cpu": usage.ru_utime + usage.ru_stime}) + "\n")
+        out.flush()
+
+
 if __name__ == "__main__":
-    main()
+    if "--zygote" in sys.argv:
+        zygote()
+    else:
+        main()

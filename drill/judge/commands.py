@@ -59,15 +59,21 @@ def register(app: typer.Typer) -> None:
                 resolve_exercise(f, exercise)
         out = Console(highlight=False)
         results = []
-        for f in files:
-            with user_errors():
-                result = _run_check(f, exercise, seed, limits, strict, quiet=json_out)
-            results.append(result)
-            if not json_out:
-                from drill.judge.report import render
+        from contextlib import nullcontext
 
-                render(result, out, verbose=verbose)
-            _record(result)
+        from drill.judge.runner import ChildPool
+
+        # Several files: one warm fork server instead of one torch import per file.
+        with ChildPool() if len(files) > 1 else nullcontext() as pool:
+            for f in files:
+                with user_errors():
+                    result = _run_check(f, exercise, seed, limits, strict, quiet=json_out, pool=pool)
+                results.append(result)
+                if not json_out:
+                    from drill.judge.report import render
+
+                    render(result, out, verbose=verbose)
+                _record(result)
         if json_out:
             from drill.judge.report import to_json
 
@@ -126,13 +132,13 @@ def register(app: typer.Typer) -> None:
             console.print(f"[dim]more: drill hint {name} {n + 1}[/]")
 
 
-def _run_check(f: Path, exercise: str | None, seed: int | None, limits, strict: bool, quiet: bool):
+def _run_check(f: Path, exercise: str | None, seed: int | None, limits, strict: bool, quiet: bool, pool=None):
     from drill.judge.check import check_file
 
     if not quiet and sys.stderr.isatty():
         with err_console.status(f"grading {f.name} …", spinner="dots"):
-            return check_file(f, exercise, seed, limits, strict=strict)
-    return check_file(f, exercise, seed, limits, strict=strict)
+            return check_file(f, exercise, seed, limits, strict=strict, pool=pool)
+    return check_file(f, exercise, seed, limits, strict=strict, pool=pool)
 
 
 def _record(result) -> None:

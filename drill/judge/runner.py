@@ -243,6 +243,9 @@ class Child:
 
     def _kill_escaped(self) -> list[int]:
         """Kill every process that carries this run's token; return their pids."""
+        return self._sweep(exclude={self.proc.pid} if self._returncode is not None else set())
+
+    def _sweep(self, exclude: set) -> list[int]:
         marker = f"{TOKEN_VAR}={self.token}".encode()
         uid = os.getuid()
         killed: list[int] = []
@@ -253,10 +256,7 @@ class Child:
             except OSError:
                 return killed
             for entry in entries:
-                if not entry.isdigit():
-                    continue
-                pid = int(entry)
-                if pid == self.proc.pid and self._returncode is not None:
+                if not entry.isdigit() or int(entry) in exclude:
                     continue
                 try:
                     if os.stat(f"/proc/{entry}").st_uid != uid:
@@ -266,7 +266,7 @@ class Child:
                 except OSError:
                     continue
                 if marker in env.split(b"\0"):
-                    found.append(pid)
+                    found.append(int(entry))
             if not found:
                 break
             for pid in found:
@@ -277,8 +277,7 @@ class Child:
                 if pid not in killed:
                     killed.append(pid)
             time.sleep(0.02)
-        # zombies reparented to us are reaped when possible
-        for pid in killed:
+        for pid in killed:  # reap the ones that are our own children, if any
             try:
                 os.waitpid(pid, os.WNOHANG)
             except ChildProcessError:
@@ -309,3 +308,185 @@ class Child:
                 return fh.read().decode("utf-8", errors="replace")
         except OSError:
             return ""
+
+
+class ChildPool:
+    """A fork server for grading many files in a row (`drill check a.py b.py`, the tests).
+
+    One long-lived process (child.py --zygote) imports torch once; every
+    graded file then runs in a fresh process forked from it, with its own
+    session, limits and protocol folder, so isolation is the same as with
+    `Child` while the per-file cost drops from an `import torch` to a fork.
+    The pool itself never runs learner code. Use one pool from one thread.
+    """
+
+    def __init__(self) -> None:
+        self.token = uuid.uuid4().hex
+        self.proc: subprocess.Popen | None = None
+
+    def _ensure(self) -> subprocess.Popen:
+        if self.proc is None or self.proc.poll() is not None:
+            env = {k: v for k, v in os.environ.items() if not k.startswith("DRILL_")}
+            env[TOKEN_VAR] = self.token
+            env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+            self.proc = subprocess.Popen(
+                [sys.executable, "-I", "-B", str(CHILD_SCRIPT), "--zygote"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+                close_fds=True,
+            )
+        return self.proc
+
+    def child(self, limits: Limits) -> "PooledChild":
+        return PooledChild(self, limits)
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            self.proc.wait()
+        self.proc = None
+
+    def __enter__(self) -> "ChildPool":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class PooledChild(Child):
+    """Same contract as `Child`, but the process is forked by a `ChildPool`."""
+
+    def __init__(self, pool: ChildPool, limits: Limits) -> None:  # noqa: D107 - no super().__init__: nothing spawned yet
+        self.pool = pool
+        self.limits = limits
+        self.root = Path(tempfile.mkdtemp(prefix="drill-check-"))
+        self.token = pool.token
+        self.workdir = self.root / f"p-{uuid.uuid4().hex}"
+        self.scratch = self.root / "scratch"
+        self.workdir.mkdir()
+        self.scratch.mkdir()
+        self._out = open(self.workdir / "output.txt", "wb")
+        self.started = time.monotonic()
+        self._returncode = None
+        self._rusage_cpu = 0.0
+        self._seen = set()
+        self.pid: int | None = None
+        self._buf = b""
+
+    def send(self, job: dict[str, Any], tensors: dict[str, Any]) -> None:
+        import torch
+
+        torch.save(tensors, self.workdir / "inputs.pt")
+        zyg = self.pool._ensure()
+        self.sent = time.monotonic()
+        request = {
+            "job": {**job, "work": str(self.workdir)},
+            "scratch": str(self.scratch),
+            "limits": {"cpu": max(1, int(round(self.limits.cpu_s))), "data": int(self.limits.memory_mb) * 2**20,
+                       "fsize": OUTPUT_CAP_BYTES},
+        }
+        try:
+            assert zyg.stdin is not None
+            zyg.stdin.write((json.dumps(request) + "\n").encode())
+            zyg.stdin.flush()
+        except (BrokenPipeError, OSError):
+            self.pool.close()
+            return
+        reply = self._line(STARTUP_GRACE_S)
+        if reply is not None and "pid" in reply:
+            self.pid = int(reply["pid"])
+
+    def _line(self, timeout: float) -> dict[str, Any] | None:
+        """Next JSON line from the zygote, or None on timeout/EOF."""
+        import select
+
+        zyg = self.pool.proc
+        if zyg is None or zyg.stdout is None:
+            return None
+        fd = zyg.stdout.fileno()
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                return None
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return None
+            self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        try:
+            return json.loads(line)
+        except json.JSONDecodeError:
+            return None
+
+    def wait(self) -> RunOutcome:
+        killed_for = None
+        if self.pid is None:
+            self._returncode = -1
+        while self.pid is not None and self._returncode is None:
+            reply = self._line(POLL_S)
+            if reply is not None and reply.get("exit") == self.pid:
+                self._returncode = int(reply["code"])
+                self._rusage_cpu = float(reply.get("cpu", 0.0))
+                break
+            if self.pool.proc is None or self.pool.proc.poll() is not None:
+                # The zygote is gone (killed by the learner?): stop the child, report a crash.
+                self._kill_group()
+                self._returncode = -int(signal.SIGKILL)
+                self.pool.close()
+                break
+            now = time.monotonic()
+            if now - self.sent > self.limits.timeout_s:
+                killed_for = "time_limit"
+            elif self._rss_bytes(self.pid) > self.limits.memory_mb * 2**20:
+                killed_for = "memory_limit"
+            if killed_for:
+                self._kill_group()
+                reply = self._line(10.0)
+                if reply is not None and reply.get("exit") == self.pid:
+                    self._returncode = int(reply["code"])
+                    self._rusage_cpu = float(reply.get("cpu", 0.0))
+                else:
+                    self.pool.close()
+                    self._returncode = -int(signal.SIGKILL)
+                break
+        leftovers = self._kill_escaped()
+        self._out.close()
+        return RunOutcome(
+            events=self._events(),
+            returncode=self._returncode,
+            killed_for=killed_for,
+            cpu_s=self._rusage_cpu,
+            wall_s=time.monotonic() - getattr(self, "sent", self.started),
+            leftovers=leftovers,
+            output_tail=self._output_tail(),
+        )
+
+    def _kill_group(self) -> None:
+        if self.pid is not None:
+            try:
+                os.killpg(self.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def _kill_escaped(self) -> list[int]:
+        """Every process with the pool's token except the zygote is this run's leftover."""
+        zyg = self.pool.proc.pid if self.pool.proc is not None else None
+        return [p for p in self._sweep(exclude={zyg, None})]
+
+    def cleanup(self) -> None:
+        if self._returncode is None and self.pid is not None:
+            self._kill_group()
+        self._kill_escaped()
+        if not self._out.closed:
+            self._out.close()
+        shutil.rmtree(self.root, ignore_errors=True)

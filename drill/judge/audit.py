@@ -1,0 +1,318 @@
+"""Advisory audits: what a correct solution costs, not whether it is correct.
+
+Two audits, each in two halves:
+- the *measuring* half runs in the grader's child after the hidden tests, on
+  the learner's own module (this file is loaded there by path, so it imports
+  only the standard library and torch at module level);
+- the *judging* half runs in the parent and turns the numbers into report
+  lines, plus advisories when something is wasteful. Advisories never fail a
+  check unless `--strict` is given.
+
+gqa_memory — did the forward copy K/V to n_heads heads, and what did it
+allocate? A TorchDispatchMode sees every aten op of the forward. Each
+storage allocated by an op is tracked (bytes; freed when the last tensor on
+it dies), which gives the forward's peak allocation. Storages are labelled
+by where their data came from: the k_proj/v_proj weights mark their storage,
+a matmul with such a weight produces "K" or "V", and elementwise or
+data-movement ops (views, copies, cat, index_select, repeat, ...) pass
+labels on, while any other contraction or reduction drops them. A storage
+holding K-only (or V-only) data with at least n_heads * T * d_head elements
+per batch row is K/V materialised at n_heads heads — whatever API made the
+copy (repeat_interleave, expand + reshape, fancy indexing, or torch.matmul
+broadcasting a size-1 group axis, which clones behind the scenes). The same
+tracker measures a grouped implementation that never copies K/V, on the
+same weights and input, as the number to compare the peak with.
+
+kv_work — does a decode step's work stay linear in the cache, and are past
+tokens re-projected? After a prompt, the module decodes one token at a time
+(the cache tuple it returns is passed back unchanged); at a few cache
+lengths the step runs under FlopCounterMode (total FLOPs) and a dispatch
+mode that counts the rows multiplied by each projection's weight (so it
+works whether the learner calls self.k_proj(x) or F.linear(x, w)).
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+CONTRACTIONS = {"mm", "bmm", "addmm", "baddbmm", "matmul", "dot", "mv", "addmv", "linear", "einsum", "addbmm"}
+MOVEMENT = {
+    "clone", "_to_copy", "copy", "copy_", "index_select", "index", "gather", "repeat", "repeat_interleave", "cat",
+    "stack", "_unsafe_view", "contiguous", "expand_copy", "narrow_copy", "flip", "roll", "take", "masked_select",
+}
+
+
+def _ptr(t: torch.Tensor) -> int:
+    try:
+        return t.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):
+        return 0
+
+
+class StorageTracker(TorchDispatchMode):
+    """Live/peak bytes of storages allocated under the mode, and K/V provenance labels.
+
+    `sources` maps a weight's storage pointer to a label ("WK", "WV", ...);
+    `watch` maps a contraction's weight label to the label of its output
+    ("WK" -> "K"); `flag_numel` is the element count from which a K-only or
+    V-only storage counts as expanded.
+    """
+
+    def __init__(self, sources: dict[int, str] | None = None, flag_numel: int | None = None) -> None:
+        super().__init__()
+        self.sources = sources or {}
+        self.flag_numel = flag_numel
+        self.live: dict[int, list] = {}  # ptr -> [nbytes, refs]
+        self.labels: dict[int, frozenset] = {}
+        self.current = self.peak = self.total = 0
+        self.expanded: dict[int, dict] = {}
+
+    def _release(self, ptr: int) -> None:
+        entry = self.live.get(ptr)
+        if entry is None:
+            return
+        entry[1] -= 1
+        if entry[1] <= 0:
+            self.current -= entry[0]
+            del self.live[ptr]
+            self.labels.pop(ptr, None)
+
+    def _label(self, t: torch.Tensor) -> frozenset:
+        p = _ptr(t)
+        if p in self.sources:
+            return frozenset({self.sources[p]})
+        return self.labels.get(p, frozenset())
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        inputs = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+        outputs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+        in_ptrs = {_ptr(t) for t in inputs}
+        name = func.overloadpacket.__name__
+        seen: frozenset = frozenset().union(*(self._label(t) for t in inputs)) if inputs else frozenset()
+        if name in CONTRACTIONS:
+            made = frozenset(lbl[1:] for lbl in seen if lbl in ("WK", "WV"))
+        elif func.is_view or name in MOVEMENT or torch.Tag.pointwise in func.tags:
+            made = seen
+        else:
+            made = frozenset()
+        for o in outputs:
+            p = _ptr(o)
+            if not p:
+                continue
+            if p not in in_ptrs and p not in self.live and p not in self.sources:
+                nbytes = o.untyped_storage().nbytes()
+                self.live[p] = [nbytes, 0]
+                self.current += nbytes
+                self.total += nbytes
+                self.peak = max(self.peak, self.current)
+                self.labels[p] = made
+            elif p in self.live and made and func.overloadpacket.__name__.endswith("_"):
+                self.labels[p] = self.labels.get(p, frozenset()) | made  # in-place write of K/V data
+            if p in self.live:
+                self.live[p][1] += 1
+                weakref.finalize(o, self._release, p)
+                self._check_expanded(p, o)
+        return out
+
+    def _check_expanded(self, p: int, o: torch.Tensor) -> None:
+        labels = self.labels.get(p, frozenset())
+        if self.flag_numel is None or p in self.expanded or labels not in (frozenset({"K"}), frozenset({"V"})):
+            return
+        numel = self.live[p][0] // max(1, o.element_size())
+        if numel >= self.flag_numel:
+            self.expanded[p] = {"what": next(iter(labels)), "bytes": self.live[p][0], "shape": list(o.shape)}
+
+
+# ---------------------------------------------------------------- child side
+
+
+def _grouped_baseline(x, wq, wk, wv, wo, h: int, h_kv: int) -> torch.Tensor:
+    """Causal GQA that never copies K/V: each KV head's query group folded into the rows; frees early."""
+    b, t, _ = x.shape
+    dh = wq.shape[0] // h
+    g = h // h_kv
+    q = (x @ wq.t()).view(b, t, h_kv, g, dh).permute(0, 2, 3, 1, 4).reshape(b, h_kv, g * t, dh)
+    k = (x @ wk.t()).view(b, t, h_kv, dh).transpose(1, 2)
+    s = q @ k.transpose(-1, -2)
+    del q, k
+    s.mul_(1.0 / math.sqrt(dh))
+    future = torch.ones(t, t, dtype=torch.bool).triu_(1).repeat(g, 1)
+    s.masked_fill_(future, float("-inf"))
+    del future
+    p = s.softmax(-1)
+    del s
+    v = (x @ wv.t()).view(b, t, h_kv, dh).transpose(1, 2)
+    o = (p @ v).view(b, h_kv, g, t, dh).permute(0, 3, 1, 2, 4).reshape(b, t, h * dh)
+    del p, v
+    return o @ wo.t()
+
+
+def gqa_memory(config: dict, mod: Any, host: Any) -> dict:
+    b, t, dm, h, h_kv = (config[k] for k in ("batch", "seq", "d_model", "n_heads", "n_kv_heads"))
+    dh = dm // h
+    gen = torch.Generator().manual_seed(0)
+    module = getattr(mod, "GroupedQueryAttention")(dm, h, h_kv)
+    weights = {}
+    for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
+        w = host.resolve_attr(module, f"{name}.weight", "GroupedQueryAttention")
+        with torch.no_grad():
+            w.copy_(torch.randn(w.shape, generator=gen) / math.sqrt(w.shape[1]))
+        weights[name] = w
+    x = torch.randn(b, t, dm, generator=gen)
+    sources = {_ptr(weights["k_proj"]): "WK", _ptr(weights["v_proj"]): "WV"}
+    flag = b * h * t * dh
+    with torch.no_grad():
+        with StorageTracker(sources, flag) as learner:
+            out = module(x)
+        del out
+        w = [weights[n].detach() for n in ("q_proj", "k_proj", "v_proj", "o_proj")]
+        with StorageTracker() as base:
+            ref = _grouped_baseline(x, *w, h, h_kv)
+        del ref
+    kv_bytes = 2 * b * h_kv * t * dh * 4
+    return {
+        "config": {"batch": b, "seq": t, "d_model": dm, "n_heads": h, "n_kv_heads": h_kv},
+        "peak_bytes": learner.peak,
+        "baseline_peak_bytes": base.peak,
+        "kv_bytes": kv_bytes,
+        "expanded": sorted(learner.expanded.values(), key=lambda e: e["what"]),
+    }
+
+
+class RowCounter(TorchDispatchMode):
+    """Rows multiplied by each watched weight (matched by storage) in matmul-like ops."""
+
+    def __init__(self, weights: dict[str, torch.Tensor]) -> None:
+        super().__init__()
+        self.by_ptr = {_ptr(w): (name, w.shape[1]) for name, w in weights.items()}
+        self.rows = {name: 0 for name in weights}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func.overloadpacket.__name__ in CONTRACTIONS:
+            tensors = [a for a in args if isinstance(a, torch.Tensor)]
+            for i, a in enumerate(tensors):
+                hit = self.by_ptr.get(_ptr(a))
+                if hit is None:
+                    continue
+                others = [o for j, o in enumerate(tensors) if j != i and o.dim() >= 1]
+                if others:
+                    name, fan_in = hit
+                    self.rows[name] += max(o.numel() for o in others) // max(1, fan_in)
+        return out
+
+
+def kv_work(config: dict, mod: Any, host: Any) -> dict:
+    from torch.utils.flop_counter import FlopCounterMode
+
+    dm, h, h_kv, prompt = config["d_model"], config["n_heads"], config["n_kv_heads"], config["prompt"]
+    lengths = sorted(config["lengths"])
+    gen = torch.Generator().manual_seed(0)
+    module = getattr(mod, "CachedSelfAttention")(dm, h, h_kv, 10000.0)
+    weights = {n: host.resolve_attr(module, f"{n}.weight", "CachedSelfAttention") for n in ("q_proj", "k_proj", "v_proj", "o_proj")}
+    with torch.no_grad():
+        for w in weights.values():
+            w.copy_(torch.randn(w.shape, generator=gen) / math.sqrt(w.shape[1]))
+    x = torch.randn(1, lengths[-1] + 1, dm, generator=gen)
+    unpack = host.extension("chain").unpack
+    flops, rows = [], {n: [] for n in ("q_proj", "k_proj", "v_proj")}
+    with torch.no_grad():
+        _, cache = unpack(module(x[:, :prompt]), 0, "CachedSelfAttention")
+        for pos in range(prompt, lengths[-1] + 1):
+            if pos in lengths:
+                counter = RowCounter({n: weights[n] for n in rows})
+                with FlopCounterMode(display=False) as fc, counter:
+                    _, cache = unpack(module(x[:, pos : pos + 1], past_kv=cache), pos, "CachedSelfAttention")
+                flops.append(int(fc.get_total_flops()))
+                for n in rows:
+                    rows[n].append(counter.rows[n])
+            else:
+                _, cache = unpack(module(x[:, pos : pos + 1], past_kv=cache), pos, "CachedSelfAttention")
+    return {"lengths": lengths, "flops": flops, "rows": rows, "t_new": 1, "batch": 1}
+
+
+CHILD_AUDITS = {"gqa_memory": gqa_memory, "kv_work": kv_work}
+
+
+def run(config: dict, mod: Any, host: Any) -> dict:
+    """Child entry point: the named audit's measurements (JSON-safe)."""
+    return CHILD_AUDITS[config["name"]](config, mod, host)
+
+
+# --------------------------------------------------------------- parent side
+
+
+def kb(n: float) -> str:
+    return f"{n / 1024:.0f} KB" if n < 10 * 2**20 else f"{n / 2**20:.1f} MB"
+
+
+def judge_gqa_memory(data: dict) -> tuple[list[str], list[str]]:
+    c = data["config"]
+    g = c["n_heads"] // c["n_kv_heads"]
+    shape = f"B={c['batch']}, T={c['seq']}, d_model={c['d_model']}, n_heads={c['n_heads']}, n_kv_heads={c['n_kv_heads']}"
+    peak, base = int(data["peak_bytes"]), int(data["baseline_peak_bytes"])
+    expanded = data.get("expanded") or []
+    lines = [f"memory audit ({shape}): forward peak {kb(peak)}; a grouped implementation that never copies K/V peaks at {kb(base)}"]
+    if not expanded:
+        lines.append(f"K/V stay at {c['n_kv_heads']} heads (not materialised at n_heads={c['n_heads']})")
+        return lines, []
+    copies = ", ".join(f"{e['what']} {tuple(e['shape'])} {kb(e['bytes'])}" for e in expanded)
+    extra = sum(int(e["bytes"]) for e in expanded)
+    lines.append(f"K/V materialised at n_heads={c['n_heads']} heads: {copies}")
+    advice = (
+        f"K/V copied to all {c['n_heads']} query heads ({kb(extra)} of copies, {g}x the {kb(data['kv_bytes'])} of grouped K/V; "
+        f"peak {kb(peak)} vs {kb(base)}): view q as (B, n_kv_heads, group, T, d_head) and let einsum/matmul pair each group "
+        f"with its KV head instead of repeat_interleave/expand+reshape/indexing"
+    )
+    return lines, [advice]
+
+
+def judge_kv_work(data: dict) -> tuple[list[str], list[str]]:
+    lengths, flops, rows = data["lengths"], data["flops"], data["rows"]
+    new_rows = data.get("t_new", 1) * data.get("batch", 1)
+    notes: list[str] = []
+    steps = "/".join(str(n) for n in lengths)
+    work = "/".join(f"{f / 1000:.0f}k" for f in flops)
+    deltas = [(flops[i + 1] - flops[i]) / (lengths[i + 1] - lengths[i]) for i in range(len(lengths) - 1)]
+    growth = "linear"
+    if deltas and deltas[0] > 0 and deltas[-1] > 1.5 * deltas[0] + 1:
+        growth = "faster than linear"
+        notes.append(
+            f"a decode step's work grows faster than linearly with the cache ({work} FLOPs at cache lengths {steps}): "
+            f"only the new token's query should attend to the cached keys"
+        )
+    per_token = f"+{deltas[-1]:.0f} FLOPs per cached token" if deltas else ""
+    lines = [f"work audit: decode step at cache length {steps}: {work} FLOPs ({per_token}, {growth})"]
+    k_rows = max(rows.get("k_proj", [0]) + rows.get("v_proj", [0]))
+    if k_rows == 0:
+        lines.append("could not see k_proj/v_proj being used in a decode step (projection rows not counted)")
+    elif k_rows > new_rows:
+        worst = max(range(len(lengths)), key=lambda i: rows["k_proj"][i] + rows["v_proj"][i])
+        notes.append(
+            f"past tokens are re-projected: in the decode step at cache length {lengths[worst]}, k_proj saw "
+            f"{rows['k_proj'][worst]} rows and v_proj {rows['v_proj'][worst]} for {new_rows} new token: keep the rotated "
+            f"K and V in the cache and project only the new tokens"
+        )
+        lines.append(f"k_proj/v_proj see up to {k_rows} rows per decode step (past tokens recomputed)")
+    else:
+        lines.append(f"each decode step projects only the new token ({new_rows} row per projection)")
+    return lines, notes
+
+
+PARENT_AUDITS = {"gqa_memory": judge_gqa_memory, "kv_work": judge_kv_work}
+
+
+def judge(name: str, data: Any) -> tuple[list[str], list[str]]:
+    """(report lines, advisories) for an audit's measurements; malformed data says so instead of crashing."""
+    try:
+        return PARENT_AUDITS[name](data)
+    except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError) as exc:
+        return [f"{name} audit: unreadable measurements ({type(exc).__name__})"], []
