@@ -41,6 +41,7 @@ class Result:
     diagnosis: Any = None  # spec.Diagnosis or None
     diagnosis_detail: str = ""
     advisories: list[str] = field(default_factory=list)
+    audit: list[str] = field(default_factory=list)  # audit measurements, shown whether or not they advise
     elapsed_s: float = 0.0
     output_tail: str = ""
 
@@ -83,6 +84,7 @@ class Result:
             if d is None
             else {"id": d.id, "title": d.title, "why": d.why, "fix": d.fix, "detail": self.diagnosis_detail},
             "advisories": list(self.advisories),
+            "audit": list(self.audit),
         }
 
 
@@ -94,12 +96,16 @@ def check_file(
     *,
     strict: bool = False,
     pool: Any = None,
+    in_model: bool = False,
+    audit: bool = True,
 ) -> Result:
     """Grade `path` as `exercise` (default: from the file name). Raises UserError on bad usage.
 
     `pool` (a `runner.ChildPool`) runs the learner's code in a process forked
     from a warm server instead of a fresh interpreter: same isolation, much
-    cheaper when grading many files in a row.
+    cheaper when grading many files in a row. `in_model` adds the in-model
+    cases (drill/judge/inmodel.py) after the unit tests; `audit=False` skips
+    the spec's advisory audit (benchmarks compare both).
     """
     t0 = time.monotonic()
     path = Path(path)
@@ -132,7 +138,13 @@ def check_file(
         cases = spec.make_cases(seed)
         for case in cases:
             case.expected, case.expected_grads = spec.reference(case)
+        if in_model:
+            from drill.judge.inmodel import cases_for
+
+            cases += cases_for(name, seed)  # expected answers computed there
         job, tensors = _job(spec, cases, path)
+        if audit and spec.audit:
+            job["audit"] = dict(spec.audit)
         child.send(job, tensors)
         outcome = child.wait()
         _grade(result, spec, cases, child, outcome, strict)
@@ -178,7 +190,9 @@ def _job(spec: Any, cases: list, path: Path) -> tuple[dict[str, Any], dict[str, 
             "grad_inputs": list(case.grad_inputs) if case.wants_grads else [],
             "grad_params": bool(case.grad_params and case.wants_grads),
         }
-        if case.kind == "module":
+        if case.extra:
+            entry["extra"] = case.extra
+        if case.kind == "module" or case.params:
             entry["init"] = [ref(f"{i}.init.{j}", v) for j, v in enumerate(case.init)]
             entry["params"] = {p: ref(f"{i}.param.{p}", t)["t"] for p, t in case.params.items()}
             entry["module_dtype"] = dtype_name(case.module_dtype) if case.module_dtype is not None else None
@@ -192,6 +206,7 @@ def _job(spec: Any, cases: list, path: Path) -> tuple[dict[str, Any], dict[str, 
         "graded": list(spec.graded),
         "forbidden": list(spec.forbidden),
         "forbidden_classes": list(spec.forbidden_classes),
+        "report_attrs": list(spec.report_attrs),
         "cases": described,
     }
     return job, tensors
@@ -248,6 +263,15 @@ def _grade(result: Result, spec: Any, cases: list, child: Any, outcome: Any, str
     elif outcome.leftovers:
         run_failure = ("crashed", f"left {len(outcome.leftovers)} process(es) running after grading (killed)")
 
+    if run_failure is None and spec.prepare is not None:
+        attrs = next((e.get("values") for e in events if e.get("event") == "attrs"), None)
+        refused = spec.prepare(cases, attrs if isinstance(attrs, dict) else {})
+        if refused is not None:  # e.g. rope's CONVENTION has an unknown value: nothing can be compared
+            result.status, (result.diagnosis, result.diagnosis_detail) = STATUS_FAIL, refused
+            result.tests = [TestResult(c.name, "not_run", "not compared") for c in cases]
+            result.advisories = _advisories(spec, cases, [], outcome)
+            return
+
     evals: list[CaseEval] = []
     for i, case in enumerate(cases):
         end = ends.get(i)
@@ -266,6 +290,8 @@ def _grade(result: Result, spec: Any, cases: list, child: Any, outcome: Any, str
                 ev.status, ev.record = "crashed", {"message": f"unreadable output ({type(exc).__name__})"}
                 evals.append(ev)
                 continue
+            if case.derive is not None:  # a property check compares a quantity derived from the output
+                got = case.derive(got)
             ev.got = got
             ev.forward = compare(got, case.expected, tol_of(case), care=case.care, dtype=case.out_dtype)
             if ev.forward.ok and case.wants_grads:
@@ -296,10 +322,28 @@ def _grade(result: Result, spec: Any, cases: list, child: Any, outcome: Any, str
         result.status = STATUS_PASS
     else:
         result.status = STATUS_FAIL
-        verdict = diagnose_cases(spec, evals, tol_of)
-        result.diagnosis, result.diagnosis_detail = verdict.diagnosis, verdict.detail
+        unit = [ev for ev in evals if not ev.case.ctx.get("in_model")]
+        if all(ev.passed for ev in unit):  # only the in-model run disagrees: no bug signature applies there
+            ev = next(ev for ev in evals if not ev.passed)
+            message = ev.forward.message if ev.forward is not None and not ev.forward.ok else ev.record.get("message", ev.status)
+            result.diagnosis = GENERIC["unknown"]
+            result.diagnosis_detail = f"the unit tests pass, but inside the reference decoder: {message} in test '{ev.case.name}'"
+        else:
+            verdict = diagnose_cases(spec, unit, tol_of)
+            result.diagnosis, result.diagnosis_detail = verdict.diagnosis, verdict.detail
 
     result.advisories = _advisories(spec, cases, evals, outcome)
+    for e in events:
+        if e.get("event") == "audit" and result.status == STATUS_PASS:
+            from drill.judge.audit import judge
+
+            if "data" in e:
+                lines, notes = judge(str(e.get("name")), e["data"])
+                result.audit += lines
+                result.advisories += notes
+            else:
+                err = e.get("error") or {}
+                result.audit.append(f"{e.get('name')} audit could not run: {err.get('type', err.get('status', ''))} {err.get('message', '')}".strip())
     if strict and result.status == STATUS_PASS and result.advisories:
         result.status = STATUS_FAIL
         result.diagnosis_detail = "failed under --strict because of the advisories"

@@ -17,8 +17,11 @@ from drill.paths import exercises_dir
 SPECS: dict[str, str] = {
     "attention": "drill.judge.specs.attention",
     "mha": "drill.judge.specs.mha",
+    "rope": "drill.judge.specs.rope",
     "rmsnorm": "drill.judge.specs.rmsnorm",
     "swiglu": "drill.judge.specs.swiglu",
+    "gqa": "drill.judge.specs.gqa",
+    "kv_cache": "drill.judge.specs.kv_cache",
 }
 
 # Every exercise of EXERCISES.md, graded or not yet (starter files exist for all).

@@ -63,6 +63,8 @@ def render(result: Any, console: Console, *, verbose: bool = False) -> None:
     elif result.diagnosis_detail:
         parts.append(Text(result.diagnosis_detail))
 
+    for line in getattr(result, "audit", []):
+        parts.append(Text(line, style="cyan"))
     for note in result.advisories:
         parts.append(Text(f"advisory: {note}", style="yellow"))
     if verbose and result.output_tail.strip():
