@@ -88,7 +88,8 @@ def _limit_args(limits: Limits) -> list[str]:
 class Child:
     """A started child, waiting for its job. Start it as early as possible."""
 
-    def __init__(self, limits: Limits) -> None:
+    def __init__(self, limits: Limits, script: Path | None = None) -> None:
+        """`script`: the child entry script (default the grader's; `drill bench` passes its own)."""
         self.limits = limits
         self.root = Path(tempfile.mkdtemp(prefix="drill-check-"))
         self.token = uuid.uuid4().hex
@@ -106,7 +107,7 @@ class Child:
         self._out = open(self.workdir / "output.txt", "wb")
         self.started = time.monotonic()
         self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-B", str(CHILD_SCRIPT), *_limit_args(limits)],
+            [sys.executable, "-I", "-B", str(script or CHILD_SCRIPT), *_limit_args(limits)],
             stdin=subprocess.PIPE,
             stdout=self._out,
             stderr=subprocess.STDOUT,
