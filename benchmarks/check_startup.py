@@ -1,0 +1,57 @@
+"""How long `drill check rmsnorm.py` takes on a correct file, relative to `import torch`.
+
+Target (issue 3): ratio <= 2.0. Both commands are run alternately, several
+times, each in a fresh interpreter; the medians are compared, so a noisy
+shared machine affects both sides alike.
+
+    python benchmarks/check_startup.py [--runs 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+GOOD = ROOT / "tests" / "fixtures" / "solutions" / "rmsnorm" / "good_rsqrt.py"
+
+
+def timed(cmd: list[str], env: dict[str, str], expect: int = 0) -> float:
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    elapsed = time.perf_counter() - t0
+    if proc.returncode != expect:
+        sys.exit(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr[-500:]}")
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=7)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        target = Path(tmp) / "rmsnorm.py"
+        shutil.copyfile(GOOD, target)
+        env = {**os.environ, "DRILL_HOME": str(Path(tmp) / "home"), "NO_COLOR": "1"}
+        check = [sys.executable, "-m", "drill.cli", "check", str(target)]
+        torch_only = [sys.executable, "-c", "import torch"]
+        timed(check, env)  # warm the OS file cache for both
+        checks, imports = [], []
+        for _ in range(args.runs):
+            imports.append(timed(torch_only, env))
+            checks.append(timed(check, env))
+    c, t = statistics.median(checks), statistics.median(imports)
+    print(f"import torch      median {t:.2f} s  ({', '.join(f'{x:.2f}' for x in imports)})")
+    print(f"drill check       median {c:.2f} s  ({', '.join(f'{x:.2f}' for x in checks)})")
+    print(f"ratio             {c / t:.2f}  (target <= 2.0)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,134 @@
+"""Grading several files in one run: `drill check DIR`, `drill check a.py b.py`, watch mode.
+
+- `expand` turns the command line's paths into (file, exercise) pairs: a
+  directory contributes every `<exercise>.py` inside it (top level only,
+  one per graded exercise), a file stands for itself.
+- `grade_all` grades them concurrently with a small pool of workers
+  (min(4, cores)). Each worker owns one `ChildPool` (a fork server that
+  imports torch once; one pool serves one thread at a time), so N files
+  cost a couple of torch imports, not N, and the parent's reference
+  computations overlap with the children's runs.
+- `summary_table` is the one table that closes a multi-file run.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+
+from drill.errors import UserError
+
+
+def expand(paths: list[Path], exercise: str | None) -> list[tuple[Path, str | None]]:
+    """(file, exercise or None) for every path; directories expand to their exercise files.
+
+    Raises UserError for a missing path, a directory combined with --exercise,
+    or a directory holding no exercise file.
+    """
+    from drill.judge.registry import graded_names, resolve_exercise
+
+    items: list[tuple[Path, str | None]] = []
+    for p in paths:
+        if p.is_dir():
+            if exercise is not None:
+                raise UserError("--exercise cannot be used with a directory (files there are named after their exercise)", str(p))
+            found = [p / f"{name}.py" for name in graded_names() if (p / f"{name}.py").is_file()]
+            if not found:
+                raise UserError(f"no exercise files here (expected names like {', '.join(n + '.py' for n in graded_names()[:3])}, ...)", str(p))
+            items += [(f, None) for f in found]
+        elif p.is_file():
+            resolve_exercise(p, exercise)  # refuses an unknown name before anything runs
+            items.append((p, exercise))
+        else:
+            raise UserError("no such file or directory", str(p))
+    seen: set[Path] = set()
+    unique = []
+    for f, ex in items:
+        key = f.resolve()
+        if key not in seen:
+            seen.add(key)
+            unique.append((f, ex))
+    return unique
+
+
+def default_workers() -> int:
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+def grade_all(
+    items: list[tuple[Path, str | None]],
+    grade: Callable[[Path, str | None, Any], Any],
+    *,
+    workers: int | None = None,
+    on_result: Callable[[int, Any], None] | None = None,
+) -> list[Any]:
+    """Results of `grade(path, exercise, pool)` for every item, in input order.
+
+    `on_result(index, result)` is called as each one finishes (from a worker
+    thread; keep it short). One ChildPool per worker thread, closed at the end.
+    """
+    from drill.judge.runner import ChildPool
+
+    workers = max(1, min(workers or default_workers(), len(items)))
+    local = threading.local()
+    pools: list[ChildPool] = []
+    lock = threading.Lock()
+
+    def pool() -> ChildPool:
+        if getattr(local, "pool", None) is None:
+            local.pool = ChildPool()
+            with lock:
+                pools.append(local.pool)
+        return local.pool
+
+    def one(index: int) -> Any:
+        path, exercise = items[index]
+        result = grade(path, exercise, pool())
+        if on_result is not None:
+            on_result(index, result)
+        return result
+
+    try:
+        if workers == 1:
+            return [one(i) for i in range(len(items))]
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="drill-check") as ex:
+            return list(ex.map(one, range(len(items))))
+    finally:
+        for p in pools:
+            p.close()
+
+
+STYLE = {"pass": "green", "fail": "red", "error": "red"}
+
+
+def summary_table(results: list[Any], elapsed_s: float | None = None) -> Table:
+    """One row per graded file: exercise, file, verdict, tests, diagnosis, time."""
+    passed = sum(r.status == "pass" for r in results)
+    title = f"{passed}/{len(results)} passed" + (f" in {elapsed_s:.1f} s" if elapsed_s is not None else "")
+    table = Table(title=title, show_header=True, header_style="bold", title_justify="left")
+    table.add_column("exercise")
+    table.add_column("file", overflow="fold")
+    table.add_column("result")
+    table.add_column("tests", justify="right")
+    table.add_column("diagnosis / advisories", overflow="fold")
+    table.add_column("time", justify="right")
+    for r in results:
+        note = r.diagnosis.id if r.diagnosis is not None else ""
+        if not note and r.advisories:
+            note = f"{len(r.advisories)} advisor{'y' if len(r.advisories) == 1 else 'ies'}"
+        table.add_row(
+            r.exercise,
+            r.file,
+            Text(r.status.upper(), style=STYLE.get(r.status, "")),
+            f"{r.passed}/{r.total}",
+            note,
+            f"{r.elapsed_s:.1f} s",
+        )
+    return table
