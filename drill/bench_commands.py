@@ -1,14 +1,98 @@
-"""CLI command of the benchmark."""
+"""CLI command of the benchmark: `drill bench FILE`.
+
+Thin: parse options, call `drill.bench.run.bench_file`, render. Nothing here
+imports torch at import time (`drill quiz` start-up must stay fast).
+"""
 
 from __future__ import annotations
 
-import typer
+import json
+from pathlib import Path
+from typing import Optional
 
-from drill.cliutil import not_built
+import typer
+from rich.console import Console
+
+from drill.cliutil import EXIT_FAIL, err_console, user_errors
+
+BENCH_HELP = """Time your implementation against the reference (fused and math paths) as the size grows.
+
+Runs only a file that passes `drill check` (checked first; exit 1 with the
+reason otherwise). Your code runs in the grader's isolated process, on the
+same inputs as the reference, one thread on CPU (--threads), bf16 on CUDA.
+Sizes: sequence length for attention, mha, gqa, rope; cache length for
+kv_cache (one decode step); hidden size for rmsnorm and swiglu. The ladder
+stops before a size whose naive memory estimate exceeds the budget, after a
+size slower than --size-budget, or at --max-size.
+
+Reports per size: median time and IQR, tokens/s (GB/s for memory-bound
+ops, as % of the device's copy bandwidth on CUDA), peak memory of the call,
+ratio to the fused reference; then the fitted growth exponent (time ~ size^k)
+and a log-scaled plot.
+
+--json prints one JSON document: exercise, file, device, device_name, dtype,
+threads, torch, seed, size_name, size_label, dims, peak_bandwidth_gb_s,
+sizes [{size, elapsed_s, results {learner|fused|math: {status, median_s,
+q1_s, q3_s, min_s, max_s, reps, tokens_per_s, bandwidth_gb_s,
+bandwidth_fraction, peak_bytes, ratio_to_fused, message}}}], exponents,
+memory_exponents, expected_exponent, warnings, stopped, learner_error.
+See drill/bench/README.md. Exit codes: 0 measured, 1 the file failed drill
+check or failed while benchmarked, 2 usage error.
+"""
 
 
 def register(app: typer.Typer) -> None:
-    @app.command()
-    def bench() -> None:
-        """Time your implementation against the fused reference."""
-        not_built("bench", "issue 7")
+    @app.command(help=BENCH_HELP)
+    def bench(
+        file: Path = typer.Argument(..., help="Your solution file, e.g. attention.py."),
+        exercise: Optional[str] = typer.Option(None, "--exercise", "-e", help="Exercise name, if the file is not named after it."),
+        device: Optional[str] = typer.Option(None, "--device", help="cpu or cuda (default: cuda when available)."),
+        dtype: Optional[str] = typer.Option(None, "--dtype", help="float32, bfloat16 or float16 (default: float32 on CPU, bfloat16 on CUDA)."),
+        max_size: Optional[int] = typer.Option(None, "--max-size", help="Largest size of the ladder to run.", min=1),
+        memory_mb: int = typer.Option(4096, "--memory-mb", help="Memory limit of the benchmark process, MB (the ladder stays well below it).", min=600),
+        timeout: float = typer.Option(120.0, "--timeout", help="Wall-clock limit for the whole ladder, seconds.", min=1.0),
+        size_budget: float = typer.Option(15.0, "--size-budget", help="Stop the ladder after a size that takes longer than this, seconds.", min=0.1),
+        threads: int = typer.Option(1, "--threads", help="CPU threads (torch.set_num_threads), the same for your code and the reference.", min=1),
+        seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the benchmark inputs."),
+        json_out: bool = typer.Option(False, "--json", help="Print one JSON document instead of tables."),
+    ) -> None:
+        from drill.bench.run import BenchOptions, BenchRefused, bench_file
+
+        opts = BenchOptions(device=device, dtype=dtype, max_size=max_size, memory_mb=memory_mb, timeout_s=timeout,
+                            size_budget_s=size_budget, threads=threads, seed=seed)
+        try:
+            with user_errors():
+                report = bench_file(file, exercise, opts)
+        except BenchRefused as refused:
+            _refuse(refused.result, json_out)
+            raise typer.Exit(EXIT_FAIL) from None
+        if json_out:
+            from drill.bench.report import to_json
+
+            typer.echo(to_json(report))
+        else:
+            from drill.bench.report import render
+
+            render(report, Console(highlight=False))
+        if report.learner_error:
+            raise typer.Exit(EXIT_FAIL)
+
+
+def _refuse(result, json_out: bool) -> None:
+    """The check failed: say why in one line (and, for --json, as a document), point to `drill check`."""
+    d = result.diagnosis
+    reason = result.status
+    if d is not None:
+        reason = d.title + (f": {result.diagnosis_detail}" if result.diagnosis_detail else "")
+    else:
+        failed = next((t for t in result.tests if t.status != "pass"), None)
+        if failed is not None:
+            reason = f"test '{failed.name}' {failed.status}: {failed.message}"
+    line = (f"{result.file} does not pass drill check ({result.passed}/{result.total} tests), so it is not benchmarked: "
+            f"{reason}. Run `drill check {result.file}` for the full report.")
+    if json_out:
+        typer.echo(json.dumps({"exercise": result.exercise, "file": result.file, "status": "refused",
+                               "reason": reason, "check": result.to_json()}, indent=2))
+    from rich.markup import escape
+
+    err_console.print(f"[bold red]refused:[/] {escape(line)}", soft_wrap=True)

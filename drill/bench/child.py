@@ -1,0 +1,356 @@
+"""The benchmark's child process: times the learner's file and the reference, size by size.
+
+Run as a script by `drill.judge.runner.Child` (same spawning, limits, process
+group, escape sweep and wall-clock kill as `drill check`):
+`python -I -B child.py --cpu=S --data=BYTES --fsize=BYTES`, job on stdin
+(JSON), results appended to `status.jsonl` in the job's protocol folder,
+which the learner's code is never told about.
+
+Order of events, and why:
+1. CPU-time and file-size limits first; the data limit is applied after the
+   job is read, and only on CPU (CUDA's driver maps large private regions,
+   which a data limit would break; the parent's resident-memory watch still
+   applies).
+2. torch, the reference model and the benchmark's own modules are imported
+   BEFORE the learner's file. Then every `drill` module is dropped from
+   `sys.modules` and `import drill` is trapped (the grader's hook), so the
+   learner's code can neither import the reference nor reach it by name.
+3. The learner's file is imported with the grader's forbidden-op traps on.
+4. For each size: inputs are built once and shared; the fused reference, the
+   math reference and the learner's code each get a memory-audit call, a
+   warm-up call and several timed calls, interleaved per size so that a
+   change in machine load hits all three alike. The learner's audit call
+   runs with the forbidden-op traps on as well; the timed calls run without
+   any mode (a Python hook per op would distort the very thing measured).
+5. The ladder stops at the first size that would not fit the memory budget
+   (naive estimate), that failed, or after a size that took longer than the
+   per-size budget (or is predicted to).
+
+Everything written here is data for the parent; nothing in it is a verdict.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import resource
+import sys
+import time
+
+_OPTS = dict(a[2:].split("=", 1) for a in sys.argv[1:] if a.startswith("--") and "=" in a)
+
+
+def _limit_early() -> None:
+    if "cpu" in _OPTS:
+        cpu = int(_OPTS["cpu"])
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    if "fsize" in _OPTS:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (int(_OPTS["fsize"]), int(_OPTS["fsize"])))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+if __name__ == "__main__":
+    _limit_early()
+
+import torch  # noqa: E402
+
+WORK = ""
+IMPLS = ("fused", "math", "learner")
+
+
+def record(event: dict) -> None:
+    with open(os.path.join(WORK, "status.jsonl"), "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(event) + "\n")
+
+
+def _load_judge_child():
+    """The grader's child module (traps, error classification), loaded by path: stdlib + torch only."""
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "judge", "child.py")
+    spec = importlib.util.spec_from_file_location("_drill_judge_child", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+# -- timing ------------------------------------------------------------------------
+
+
+class Timer:
+    """Times one call: perf_counter around the call on CPU, CUDA events (synchronised) on GPU."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+
+    def once(self, call) -> float:
+        if self.cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize()
+            start.record()
+            out = call()
+            end.record()
+            torch.cuda.synchronize()
+            del out
+            return start.elapsed_time(end) / 1e3
+        t0 = time.perf_counter()
+        out = call()
+        elapsed = time.perf_counter() - t0
+        del out
+        return elapsed
+
+
+def peak_bytes(call, device: torch.device, live_bytes_cls, traps=()) -> int:
+    """Peak extra bytes of one call (its output included): CUDA allocator stats, or the CPU audit."""
+    from contextlib import ExitStack
+
+    with ExitStack() as stack:
+        for trap in traps:
+            stack.enter_context(trap)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            base = torch.cuda.memory_allocated()
+            out = call()
+            torch.cuda.synchronize()
+            peak = torch.cuda.max_memory_allocated() - base
+            del out
+            return int(peak)
+        audit = stack.enter_context(live_bytes_cls())
+        out = call()
+        del out
+        return int(audit.peak)
+
+
+def copy_bandwidth(device: torch.device) -> float | None:
+    """Practical peak bandwidth (bytes/s): a large device-to-device copy, read + write counted."""
+    if device.type != "cuda":
+        return None
+    free, _ = torch.cuda.mem_get_info()
+    n = int(min(2**30, free // 8))
+    src = torch.empty(n, dtype=torch.uint8, device=device)
+    dst = torch.empty_like(src)
+    timer = Timer(device)
+    for _ in range(3):
+        dst.copy_(src)
+    samples = sorted(timer.once(lambda: dst.copy_(src)) for _ in range(10))
+    del src, dst
+    torch.cuda.empty_cache()
+    return 2 * n / samples[len(samples) // 2]
+
+
+def is_oom(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    oom_type = getattr(torch.cuda, "OutOfMemoryError", None)
+    return (
+        isinstance(exc, MemoryError)
+        or (oom_type is not None and isinstance(exc, oom_type))
+        or "can't allocate memory" in text
+        or "not enough memory" in text
+        or "out of memory" in text
+    )
+
+
+def free_device_memory(device: torch.device) -> None:
+    import gc
+
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+# -- one implementation at one size --------------------------------------------------------
+
+
+class Stop(Exception):
+    """This implementation cannot go on (error, forbidden op, out of memory): skip it at larger sizes."""
+
+    def __init__(self, status: str, message: str, line: int | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.line = status, message, line
+
+
+def measure(make_call, device, timer: Timer, stats, live_bytes_cls, target_s: float, traps=()) -> dict:
+    """Audit call (peak memory), one warm-up call, then timed repetitions; returns a result record."""
+    with torch.no_grad():
+        t0 = time.perf_counter()
+        call = make_call()
+        setup_s = time.perf_counter() - t0
+        peak = peak_bytes(call, device, live_bytes_cls, traps)
+        first = timer.once(call)
+        reps = stats.choose_reps(first, target_s)
+        samples = [timer.once(call) for _ in range(reps)]
+    s = stats.summarize(samples)
+    return {
+        "status": "ok", "median_s": s.median, "q1_s": s.q1, "q3_s": s.q3, "min_s": s.min, "max_s": s.max,
+        "reps": s.n, "warmup_s": first, "setup_s": setup_s, "peak_bytes": peak,
+    }
+
+
+# -- main ----------------------------------------------------------------------------------
+
+
+def main() -> None:  # noqa: C901 - one linear script, split would only scatter it
+    global WORK
+    job = json.loads(sys.stdin.read())
+    WORK = job["work"]
+    record({"event": "load"})
+    device = torch.device(job["device"])
+    if device.type == "cpu" and "data" in _OPTS:
+        resource.setrlimit(resource.RLIMIT_DATA, (int(_OPTS["data"]), int(_OPTS["data"])))
+    torch.set_num_threads(int(job["threads"]))
+    dtype = getattr(torch, job["dtype"])
+
+    # Trusted code first: the reference and the benchmark's own pieces.
+    import drill.reference as ref
+    from drill.bench import stats
+    from drill.bench.memory import LiveBytes
+    from drill.bench.workloads import workload
+
+    wl = workload(job["exercise"])
+    dims = dict(job["dims"])
+    jc = _load_judge_child()
+    jc.WORK = WORK
+    jc.LEARNER = os.path.realpath(job["learner"])
+
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+        torch.cuda.init()
+    peak_bw = copy_bandwidth(device)
+    if device.type == "cuda":
+        free, total = torch.cuda.mem_get_info()
+        budget = int(free * job["memory_fraction"])
+        name = torch.cuda.get_device_name(device)
+    else:
+        budget = int(max(0, job["memory_mb"] - job["baseline_mb"]) * 2**20 * job["memory_fraction"])
+        name = f"CPU ({os.cpu_count()} cores)"
+    record({
+        "event": "env", "device_name": name, "torch": torch.__version__, "threads": torch.get_num_threads(),
+        "peak_bandwidth": peak_bw, "memory_budget_bytes": budget,
+    })
+
+    # Now the learner: drill hidden, traps on while its file is imported.
+    for mod_name in [m for m in sys.modules if m == "drill" or m.startswith("drill.")]:
+        del sys.modules[mod_name]
+    sys.meta_path.insert(0, jc.BlockDrill())
+    jc.trap_classes(job.get("forbidden_classes", []))
+    patterns = job.get("forbidden", [])
+
+    def traps():
+        return (jc.FunctionTrap(patterns), jc.DispatchTrap(patterns))
+
+    def learner_failure(exc: BaseException) -> Stop:
+        info = jc.classify(exc)
+        if jc.TRIPPED:
+            info = {"status": "forbidden_op", **jc.TRIPPED[0]}
+            info["message"] = f"{info['op']} is forbidden in this exercise"
+        if info["status"] == "exception":
+            info["message"] = f"{info.get('type')}: {info.get('message')}"
+        return Stop(info["status"], str(info.get("message", ""))[:300], info.get("line"))
+
+    sys.path.insert(0, os.path.dirname(jc.LEARNER))
+    jc.TRIPPED.clear()
+    try:
+        function_trap, dispatch_trap = traps()
+        with function_trap, dispatch_trap:
+            spec = importlib.util.spec_from_file_location("learner_solution", jc.LEARNER)
+            learner = importlib.util.module_from_spec(spec)
+            sys.modules["learner_solution"] = learner
+            spec.loader.exec_module(learner)
+        if jc.TRIPPED:
+            raise jc.ForbiddenOp(jc.TRIPPED[0]["op"], jc.TRIPPED[0]["line"], jc.TRIPPED[0]["source"])
+    except BaseException as exc:  # noqa: BLE001 - the learner's failure is data
+        stop = learner_failure(exc)
+        record({"event": "load_error", "status": stop.status, "message": stop.message, "line": stop.line})
+        record({"event": "done"})
+        os._exit(0)
+    convention = getattr(learner, "CONVENTION", "half")
+    if convention not in ("half", "interleaved"):
+        convention = "half"
+    record({"event": "loaded"})
+
+    timer = Timer(device)
+    elem = torch.empty((), dtype=dtype).element_size()
+    active = {impl: True for impl in IMPLS}
+    target_s = float(job["target_s"])
+    size_budget = float(job["size_budget_s"])
+    deadline = time.monotonic() + float(job["timeout_s"])
+    sizes = list(job["sizes"])
+    last = None  # (size, elapsed, learner median)
+    for i, size in enumerate(sizes):
+        est = wl.est_bytes(size, dims, elem)
+        if est > budget:
+            record({"event": "stop", "size": size, "reason": "memory",
+                    "message": f"skipped {wl.size_label}={size}: a textbook implementation needs about "
+                               f"{est / 2**20:.0f} MB, over the budget of {budget / 2**20:.0f} MB"})
+            break
+        record({"event": "size_start", "size": size})
+        t_size = time.monotonic()
+        inputs = wl.build(size, dims, dtype, device, seed=int(job["seed"]) + size)
+        inputs["convention"] = convention
+        results: dict[str, dict] = {}
+        for impl in IMPLS:
+            if not active[impl]:
+                results[impl] = {"status": "skipped", "message": "stopped at a smaller size"}
+                continue
+            jc.TRIPPED.clear()
+            try:
+                if impl == "learner":
+                    res = measure(lambda: wl.learner(learner, inputs, dims), device, timer, stats, LiveBytes,
+                                  target_s, traps())
+                    if jc.TRIPPED:
+                        raise jc.ForbiddenOp(jc.TRIPPED[0]["op"], jc.TRIPPED[0]["line"], jc.TRIPPED[0]["source"])
+                else:
+                    res = measure(lambda: wl.reference(ref, impl, inputs, dims), device, timer, stats, LiveBytes,
+                                  target_s)
+            except BaseException as exc:  # noqa: BLE001
+                if isinstance(exc, KeyboardInterrupt):
+                    raise
+                if is_oom(exc):
+                    stop = Stop("oom", f"out of memory at {wl.size_label}={size}")
+                elif impl == "learner":
+                    stop = learner_failure(exc)
+                else:
+                    stop = Stop("error", f"{type(exc).__name__}: {str(exc)[:200]}")
+                res = {"status": stop.status, "message": stop.message, "line": stop.line}
+                active[impl] = False
+                free_device_memory(device)
+            results[impl] = res
+        elapsed = time.monotonic() - t_size
+        del inputs
+        free_device_memory(device)
+        record({"event": "size", "size": size, "elapsed_s": elapsed, "results": results})
+
+        if not active["learner"]:
+            record({"event": "stop", "size": size, "reason": "learner", "message": results["learner"].get("message", "")})
+            break
+        if elapsed > size_budget:
+            record({"event": "stop", "size": size, "reason": "time",
+                    "message": f"{wl.size_label}={size} took {elapsed:.1f} s, over the per-size budget of {size_budget:g} s"})
+            break
+        if i + 1 < len(sizes):
+            nxt = sizes[i + 1]
+            exponent = wl.expected_exponent
+            med = results["learner"]["median_s"]
+            if last is not None and last[2] > 0 and med > 0 and size != last[0]:
+                exponent = max(exponent, math.log(med / last[2]) / math.log(size / last[0]))
+            guess = stats.predict_time(elapsed, size, nxt, exponent)
+            if guess > size_budget:
+                record({"event": "stop", "size": nxt, "reason": "time",
+                        "message": f"stopped before {wl.size_label}={nxt}: predicted ~{guess:.0f} s, "
+                                   f"over the per-size budget of {size_budget:g} s"})
+                break
+            if time.monotonic() + guess > deadline:
+                record({"event": "stop", "size": nxt, "reason": "time",
+                        "message": f"stopped before {wl.size_label}={nxt}: predicted ~{guess:.0f} s, "
+                                   f"past the overall time limit"})
+                break
+            last = (size, elapsed, med)
+    record({"event": "done"})
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

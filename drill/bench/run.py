@@ -1,0 +1,380 @@
+"""The parent's side of `drill bench`: refuse failing files, run the child, assemble the report.
+
+`bench_file` is what the CLI calls; it is plain Python (tests call it too).
+Order matters for speed: the benchmark's child is spawned first, so its
+`import torch` overlaps the `drill check` run that must pass before anything
+is timed; it then waits on stdin for its job.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from drill.bench import stats
+from drill.bench.workloads import WORKLOADS, Workload
+from drill.errors import UserError
+
+DEVICES = ("cpu", "cuda")
+DTYPES = ("float32", "bfloat16", "float16")
+IMPLS = ("learner", "fused", "math")
+IMPL_LABELS = {"learner": "yours", "fused": "fused ref", "math": "math ref"}
+
+CHILD_SCRIPT = Path(__file__).with_name("child.py")
+BASELINE_MB = 450  # what the child holds before any input exists: torch, the reference, the learner's module
+STARTUP_SLACK_S = 30.0  # beyond --timeout: the child's own set-up (peak-bandwidth copy, module build)
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    """The CLI's flags. `device`/`dtype` None means: best available / fp32 on CPU, bf16 on CUDA."""
+
+    device: str | None = None
+    dtype: str | None = None
+    max_size: int | None = None
+    memory_mb: int = 4096
+    timeout_s: float = 120.0
+    size_budget_s: float = 15.0
+    threads: int = 1
+    seed: int | None = None
+    target_s: float = 0.25  # timed seconds per implementation per size (repetitions adapt to it)
+    memory_fraction: float = 0.6  # of the memory budget a size's naive estimate may use
+
+
+class BenchRefused(Exception):
+    """The file did not pass `drill check`; carries the check's Result."""
+
+    def __init__(self, result: Any) -> None:
+        super().__init__(result.status)
+        self.result = result
+
+
+@dataclass
+class ImplResult:
+    status: str  # ok | skipped | not_run | oom | forbidden_op | exception | ...
+    median_s: float | None = None
+    q1_s: float | None = None
+    q3_s: float | None = None
+    min_s: float | None = None
+    max_s: float | None = None
+    reps: int = 0
+    peak_bytes: int | None = None
+    message: str = ""
+    line: int | None = None
+
+
+@dataclass
+class SizeRow:
+    size: int
+    results: dict[str, ImplResult]
+    elapsed_s: float = 0.0
+
+
+@dataclass
+class BenchReport:
+    exercise: str
+    file: str
+    device: str
+    dtype: str
+    threads: int
+    seed: int
+    workload: Workload
+    dims: dict[str, Any]
+    check_seed: int
+    rows: list[SizeRow] = field(default_factory=list)
+    device_name: str = ""
+    torch_version: str = ""
+    peak_bandwidth: float | None = None  # bytes/s, CUDA only
+    stopped: str = ""  # why the ladder ended early ("" = every size ran)
+    learner_error: str = ""  # a failure of the learner's code during the benchmark
+    output_tail: str = ""
+    elapsed_s: float = 0.0
+
+    # -- derived numbers -------------------------------------------------------------
+
+    def series(self, impl: str, what: str = "median_s") -> tuple[list[int], list[float]]:
+        pts = [(r.size, getattr(r.results[impl], what)) for r in self.rows
+               if impl in r.results and r.results[impl].status == "ok"]
+        return [p[0] for p in pts], [p[1] for p in pts]
+
+    def exponent(self, impl: str, what: str = "median_s") -> float | None:
+        return stats.fit_exponent(*self.series(impl, what))
+
+    def throughput(self, size: int, res: ImplResult) -> float | None:
+        """Tokens per second of one call."""
+        if res.status != "ok" or not res.median_s:
+            return None
+        return self.workload.tokens(size, self.dims) / res.median_s
+
+    def bandwidth(self, size: int, res: ImplResult) -> float | None:
+        """Achieved bytes/s counting the minimum traffic of the operation (None where not meaningful)."""
+        if self.workload.bytes_moved is None or res.status != "ok" or not res.median_s:
+            return None
+        return self.workload.bytes_moved(size, self.dims, _elem(self.dtype)) / res.median_s
+
+    def ratio(self, row: SizeRow, impl: str) -> float | None:
+        fused, res = row.results.get("fused"), row.results.get(impl)
+        if not fused or not res or fused.status != "ok" or res.status != "ok" or not fused.median_s:
+            return None
+        return res.median_s / fused.median_s
+
+    def warnings(self) -> list[str]:
+        """Plain-language flags: the learner's time or memory grows faster than the references'.
+
+        The bar for time is the *slowest-growing* of what an efficient solution
+        may show: the expected exponent, and both reference paths (the math
+        path is the textbook algorithm; matching it is no fault, even when
+        cache effects make it grow faster than the ideal on large sizes).
+        """
+        notes = []
+        label = self.workload.size_label
+        mine = self.exponent("learner")
+        refs = [x for x in (self.exponent("fused"), self.exponent("math")) if x is not None]
+        bar = max([self.workload.expected_exponent, *refs])
+        if mine is not None and mine > bar + 0.35:
+            notes.append(
+                f"your time grows as {label}^{mine:.2f}, faster than the references and the expected "
+                f"{label}^{self.workload.expected_exponent:g}: look for work redone on every call "
+                "(recomputing the past) or a Python loop over positions"
+            )
+        mem_mine, mem_fused = self.exponent("learner", "peak_bytes"), self.exponent("fused", "peak_bytes")
+        if mem_mine is not None and mem_fused is not None and mem_mine > mem_fused + 0.5:
+            notes.append(
+                f"your peak memory grows as {label}^{mem_mine:.2f}, the fused reference's as {label}^{mem_fused:.2f}: "
+                "you materialise something the fused kernel never holds (for attention, the T x T scores)"
+            )
+        return notes
+
+    def to_json(self) -> dict[str, Any]:
+        """The --json document (format in drill/bench/README.md)."""
+        sizes = []
+        for row in self.rows:
+            results = {}
+            for impl, res in row.results.items():
+                bw = self.bandwidth(row.size, res)
+                results[impl] = {
+                    "status": res.status,
+                    "median_s": res.median_s,
+                    "q1_s": res.q1_s,
+                    "q3_s": res.q3_s,
+                    "min_s": res.min_s,
+                    "max_s": res.max_s,
+                    "reps": res.reps,
+                    "tokens_per_s": self.throughput(row.size, res),
+                    "bandwidth_gb_s": None if bw is None else bw / 1e9,
+                    "bandwidth_fraction": None if bw is None or not self.peak_bandwidth else bw / self.peak_bandwidth,
+                    "peak_bytes": res.peak_bytes,
+                    "ratio_to_fused": self.ratio(row, impl),
+                    "message": res.message,
+                }
+            sizes.append({"size": row.size, "elapsed_s": round(row.elapsed_s, 3), "results": results})
+        return {
+            "exercise": self.exercise,
+            "file": self.file,
+            "device": self.device,
+            "device_name": self.device_name,
+            "dtype": self.dtype,
+            "threads": self.threads,
+            "torch": self.torch_version,
+            "seed": self.seed,
+            "check_seed": self.check_seed,
+            "size_name": self.workload.size_name,
+            "size_label": self.workload.size_label,
+            "dims": dict(self.dims),
+            "peak_bandwidth_gb_s": None if self.peak_bandwidth is None else self.peak_bandwidth / 1e9,
+            "sizes": sizes,
+            "exponents": {impl: self.exponent(impl) for impl in IMPLS},
+            "memory_exponents": {impl: self.exponent(impl, "peak_bytes") for impl in IMPLS},
+            "expected_exponent": self.workload.expected_exponent,
+            "expected_note": self.workload.expected_note,
+            "warnings": self.warnings(),
+            "stopped": self.stopped or None,
+            "learner_error": self.learner_error or None,
+            "elapsed_s": round(self.elapsed_s, 3),
+        }
+
+
+def _elem(dtype: str) -> int:
+    return 4 if dtype == "float32" else 2
+
+
+# -- validation (no torch) ------------------------------------------------------------
+
+
+def validate(path: Path, exercise: str | None, opts: BenchOptions) -> str:
+    """Every usage problem, before anything is started; returns the exercise name."""
+    from drill.judge.registry import resolve_exercise
+
+    if not path.is_file():
+        raise UserError("no such file", str(path))
+    name = resolve_exercise(path, exercise)
+    if name not in WORKLOADS:
+        raise UserError(f"no benchmark for exercise '{name}'; benchmarked: {', '.join(WORKLOADS)}")
+    if opts.device is not None and opts.device not in DEVICES:
+        raise UserError(f"unknown device '{opts.device}'; valid: {', '.join(DEVICES)}")
+    if opts.dtype is not None and opts.dtype not in DTYPES:
+        raise UserError(f"unknown dtype '{opts.dtype}'; valid: {', '.join(DTYPES)}")
+    if opts.threads < 1:
+        raise UserError(f"--threads must be at least 1, got {opts.threads}")
+    return name
+
+
+def resolve_device(requested: str | None) -> str:
+    """`cuda` when asked for and present, else an error; None picks CUDA when available."""
+    import torch
+
+    available = torch.cuda.is_available()
+    if requested == "cuda" and not available:
+        raise UserError("--device cuda: no CUDA device is available here (torch.cuda.is_available() is False)")
+    if requested is None:
+        return "cuda" if available else "cpu"
+    return requested
+
+
+def ladder(wl: Workload, device: str, max_size: int | None) -> list[int]:
+    sizes = [s for s in wl.ladder(device) if max_size is None or s <= max_size]
+    if not sizes:
+        smallest = min(wl.ladder(device))
+        raise UserError(f"--max-size {max_size} is below the smallest size of the ladder ({wl.size_label}={smallest})")
+    return sizes
+
+
+# -- the run ------------------------------------------------------------------------------
+
+
+def bench_file(path: str | Path, exercise: str | None = None, opts: BenchOptions | None = None) -> BenchReport:
+    """Check the file, then benchmark it. Raises UserError (usage) or BenchRefused (check failed)."""
+    import time
+
+    t0 = time.monotonic()
+    opts = opts or BenchOptions()
+    path = Path(path)
+    name = validate(path, exercise, opts)
+    wl = WORKLOADS[name]
+
+    from drill.judge.runner import Child, Limits
+
+    limits = Limits(
+        timeout_s=opts.timeout_s + STARTUP_SLACK_S,
+        cpu_s=(opts.timeout_s + STARTUP_SLACK_S) * opts.threads + 60.0,
+        memory_mb=opts.memory_mb,
+    )
+    child = Child(limits, script=CHILD_SCRIPT)  # its torch import overlaps the check below
+    try:
+        device = resolve_device(opts.device)
+        sizes = ladder(wl, device, opts.max_size)
+        from drill.judge.check import check_file
+
+        result = check_file(path, name)
+        if result.status != "pass":
+            raise BenchRefused(result)
+        seed = opts.seed if opts.seed is not None else random.SystemRandom().randrange(2**31)
+        dtype = opts.dtype or ("bfloat16" if device == "cuda" else "float32")
+        dims = wl.dims(device)
+        job = {
+            "exercise": name,
+            "learner": str(path.resolve()),
+            "device": device,
+            "dtype": dtype,
+            "threads": opts.threads,
+            "dims": dims,
+            "sizes": sizes,
+            "seed": seed,
+            "target_s": opts.target_s,
+            "size_budget_s": opts.size_budget_s,
+            "timeout_s": opts.timeout_s,
+            "memory_mb": opts.memory_mb,
+            "baseline_mb": BASELINE_MB,
+            "memory_fraction": opts.memory_fraction,
+            "forbidden": list(_spec_attr(name, "forbidden")),
+            "forbidden_classes": list(_spec_attr(name, "forbidden_classes")),
+        }
+        child.send(job, {})
+        outcome = child.wait()
+    finally:
+        child.cleanup()
+    report = BenchReport(
+        exercise=name, file=str(path), device=device, dtype=dtype, threads=opts.threads, seed=seed,
+        workload=wl, dims=dims, check_seed=result.seed,
+    )
+    _read_events(report, outcome, limits, wl)
+    report.elapsed_s = time.monotonic() - t0
+    return report
+
+
+def _spec_attr(name: str, attr: str) -> tuple[str, ...]:
+    from drill.judge.registry import load_spec
+
+    return tuple(getattr(load_spec(name), attr, ()))
+
+
+def _read_events(report: BenchReport, outcome: Any, limits: Any, wl: Workload) -> None:
+    """Fill the report from the child's records; the child's words are data, checked for shape."""
+    report.output_tail = outcome.output_tail
+    running = None
+    for ev in outcome.events:
+        kind = ev.get("event")
+        if kind == "env":
+            report.device_name = str(ev.get("device_name", ""))
+            report.torch_version = str(ev.get("torch", ""))
+            bw = ev.get("peak_bandwidth")
+            report.peak_bandwidth = float(bw) if isinstance(bw, (int, float)) and bw > 0 else None
+        elif kind == "load_error":
+            report.learner_error = _describe_failure(ev, "while importing the file")
+            report.stopped = "your file failed to load in the benchmark"
+        elif kind == "size_start":
+            running = ev.get("size")
+        elif kind == "size" and isinstance(ev.get("results"), dict):
+            running = None
+            row = SizeRow(int(ev["size"]), {}, float(ev.get("elapsed_s", 0.0)))
+            for impl in IMPLS:
+                raw = ev["results"].get(impl)
+                row.results[impl] = _impl_result(raw) if isinstance(raw, dict) else ImplResult("not_run")
+                res = row.results[impl]
+                if impl == "learner" and res.status not in ("ok", "skipped", "not_run") and not report.learner_error:
+                    report.learner_error = _describe_failure(
+                        {"status": res.status, "message": res.message, "line": res.line}, f"at {wl.size_label}={row.size}"
+                    )
+            report.rows.append(row)
+        elif kind == "stop" and not report.stopped:
+            report.stopped = str(ev.get("message", ""))
+    if outcome.killed_for in ("time_limit", "memory_limit", "cpu_limit", "startup") or not outcome.finished:
+        what = {
+            "time_limit": f"the overall time limit ({limits.timeout_s:g} s)",
+            "memory_limit": f"the memory limit ({limits.memory_mb} MB)",
+            "cpu_limit": "the CPU-time limit",
+            "startup": "a start-up failure of the benchmark process",
+        }.get(outcome.killed_for or "", f"the process ending early (exit code {outcome.returncode})")
+        at = f" at {wl.size_label}={running}" if running is not None else ""
+        report.stopped = f"stopped by {what}{at}; sizes measured before that are shown"
+    if outcome.leftovers and not report.learner_error:
+        report.learner_error = f"your code left {len(outcome.leftovers)} process(es) running (killed)"
+
+
+def _impl_result(raw: dict) -> ImplResult:
+    def num(key: str) -> float | None:
+        v = raw.get(key)
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+    peak = num("peak_bytes")
+    line = raw.get("line")
+    return ImplResult(
+        status=str(raw.get("status", "not_run")),
+        median_s=num("median_s"), q1_s=num("q1_s"), q3_s=num("q3_s"), min_s=num("min_s"), max_s=num("max_s"),
+        reps=int(raw.get("reps", 0) or 0),
+        peak_bytes=None if peak is None else int(peak),
+        message=str(raw.get("message", ""))[:300],
+        line=line if isinstance(line, int) else None,
+    )
+
+
+def _describe_failure(ev: dict, where: str) -> str:
+    status = ev.get("status", "exception")
+    msg = str(ev.get("message", "")) or status
+    line = ev.get("line")
+    at = f" (line {line})" if isinstance(line, int) else ""
+    if status == "oom":
+        return msg
+    return f"{msg}{at} {where}"

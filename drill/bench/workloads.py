@@ -1,0 +1,426 @@
+"""What `drill bench` runs for each exercise, at each size of its ladder.
+
+One `Workload` per exercise, as data: the size that varies (sequence length,
+cache length or hidden size), the default ladders on CPU and on CUDA, the
+fixed dimensions, the growth an efficient implementation shows, and three
+functions:
+- `build(size, dims, dtype, device)`: the inputs (and weights) for one size,
+  shared by the learner and both reference paths;
+- `reference(ref, impl, inputs, dims)` / `learner(mod, inputs, dims)`: return
+  a zero-argument callable that runs ONE forward call (the thing timed);
+  setup such as building the learner's module or prefilling a KV cache
+  happens here, untimed.
+The reference module is passed in (`ref`) rather than imported here: the
+child loads it before the learner's file and then hides `drill` from the
+learner, so nothing in these callables may import drill lazily.
+
+Sizes are chosen so that the default CPU ladders (one thread) finish in
+seconds per exercise with a textbook implementation, and the CUDA ladders
+reach T = 16k for attention in bf16. Estimates (`est_bytes`) assume the
+*naive* algorithm (T x T scores in fp32, a couple of temporaries): the ladder
+stops before a size whose naive footprint would not fit, so a textbook
+solution is never pushed into an out-of-memory kill.
+
+Module-level code imports no torch: the parent validates options and
+reads ladders before torch is loaded.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+Call = Callable[[], Any]
+
+
+@dataclass(frozen=True)
+class Workload:
+    exercise: str
+    size_name: str  # what varies, in words ("sequence length T")
+    size_label: str  # table header ("T", "d_model", "cache T")
+    ladder_cpu: tuple[int, ...]
+    ladder_cuda: tuple[int, ...]
+    dims_cpu: dict[str, Any]
+    dims_cuda: dict[str, Any]
+    expected_exponent: float  # time ~ size^this for an efficient implementation
+    expected_note: str
+    build: Callable[..., dict[str, Any]]
+    reference: Callable[..., Call]
+    learner: Callable[..., Call]
+    est_bytes: Callable[[int, dict[str, Any], int], int]
+    tokens: Callable[[int, dict[str, Any]], int]  # tokens processed per call
+    bytes_moved: Callable[[int, dict[str, Any], int], int] | None = None  # minimum memory traffic per call
+    bandwidth_bound: bool = False  # report bandwidth as a fraction of the device's peak
+
+    def ladder(self, device: str) -> tuple[int, ...]:
+        return self.ladder_cuda if device == "cuda" else self.ladder_cpu
+
+    def dims(self, device: str) -> dict[str, Any]:
+        return dict(self.dims_cuda if device == "cuda" else self.dims_cpu)
+
+
+# -- helpers (torch imported inside) -----------------------------------------
+
+
+def _randn(gen: Any, *shape: int, dtype: Any, device: Any, scale: float = 1.0) -> Any:
+    import torch
+
+    t = torch.randn(*shape, generator=gen, dtype=torch.float32) * scale
+    return t.to(device=device, dtype=dtype)
+
+
+def _gen(seed: int) -> Any:
+    import torch
+
+    g = torch.Generator()
+    g.manual_seed(seed)
+    return g
+
+
+def _linear_weights(gen: Any, shapes: dict[str, tuple[int, int]], dtype: Any, device: Any) -> dict[str, Any]:
+    """Weights named by attribute path, scaled 1/sqrt(fan_in) so activations stay O(1)."""
+    return {k: _randn(gen, o, i, dtype=dtype, device=device, scale=1.0 / math.sqrt(i)) for k, (o, i) in shapes.items()}
+
+
+def load_module(module: Any, weights: dict[str, Any], dtype: Any, device: Any) -> Any:
+    """Move the learner's module to device/dtype and copy the shared weights into it."""
+    import torch
+
+    module.to(device=device, dtype=dtype)
+    for path, value in weights.items():
+        obj = module
+        for part in path.split("."):
+            obj = getattr(obj, part)
+        with torch.no_grad():
+            obj.copy_(value)
+    return module.eval()
+
+
+def ffn_hidden(d_model: int, multiple_of: int = 256) -> int:
+    """SwiGLU hidden width of the contract (int(8/3 d) rounded up to 256); no torch needed."""
+    hidden = int(8 * d_model / 3)
+    return multiple_of * -(-hidden // multiple_of)
+
+
+# -- attention ----------------------------------------------------------------
+
+
+def _attn_build(size: int, dims: dict, dtype: Any, device: Any, seed: int = 0) -> dict:
+    g = _gen(seed)
+    b, h, d = dims["B"], dims["H"], dims["d_head"]
+    return {k: _randn(g, b, h, size, d, dtype=dtype, device=device) for k in ("q", "k", "v")}
+
+
+def _attn_est(size: int, dims: dict, elem: int) -> int:
+    b, h, d = dims["B"], dims["H"], dims["d_head"]
+    return 4 * b * h * size * d * elem + 3 * b * h * size * size * 4
+
+
+ATTENTION = Workload(
+    exercise="attention",
+    size_name="sequence length T (q, k, v all of length T, no mask)",
+    size_label="T",
+    ladder_cpu=(128, 256, 512, 1024, 2048),
+    ladder_cuda=(1024, 2048, 4096, 8192, 16384),
+    dims_cpu={"B": 1, "H": 4, "d_head": 64},
+    dims_cuda={"B": 1, "H": 16, "d_head": 128},
+    expected_exponent=2.0,
+    expected_note="T^2 compute for everyone; memory ~T for a fused kernel, ~T^2 when the T x T scores are materialised",
+    build=_attn_build,
+    reference=lambda ref, impl, x, dims: (lambda: ref.sdpa(x["q"], x["k"], x["v"], impl=impl)),
+    learner=lambda mod, x, dims: (lambda: mod.scaled_dot_product_attention(x["q"], x["k"], x["v"])),
+    est_bytes=_attn_est,
+    tokens=lambda size, dims: dims["B"] * size,
+)
+
+
+# -- mha / gqa ----------------------------------------------------------------
+
+_PROJ = ("q_proj", "k_proj", "v_proj", "o_proj")
+
+
+def _proj_shapes(dims: dict) -> dict[str, tuple[int, int]]:
+    d, h = dims["d_model"], dims["H"]
+    kv = dims.get("H_kv", h) * (d // h)
+    return {"q_proj.weight": (d, d), "k_proj.weight": (kv, d), "v_proj.weight": (kv, d), "o_proj.weight": (d, d)}
+
+
+def _mha_build(size: int, dims: dict, dtype: Any, device: Any, seed: int = 0) -> dict:
+    g = _gen(seed)
+    return {
+        "x": _randn(g, dims["B"], size, dims["d_model"], dtype=dtype, device=device),
+        "weights": _linear_weights(g, _proj_shapes(dims), dtype, device),
+    }
+
+
+def _w(x: dict) -> list:
+    return [x["weights"][f"{p}.weight"] for p in _PROJ]
+
+
+def _mha_est(size: int, dims: dict, elem: int) -> int:
+    b, d, h = dims["B"], dims["d_model"], dims["H"]
+    return 8 * b * size * d * elem + 3 * b * h * size * size * 4
+
+
+def _mha_learner(mod: Any, x: dict, dims: dict) -> Call:
+    m = load_module(mod.MultiHeadAttention(dims["d_model"], dims["H"]), x["weights"], x["x"].dtype, x["x"].device)
+    return lambda: m(x["x"])
+
+
+MHA = Workload(
+    exercise="mha",
+    size_name="sequence length T (no mask)",
+    size_label="T",
+    ladder_cpu=(128, 256, 512, 1024, 2048),
+    ladder_cuda=(1024, 2048, 4096, 8192, 16384),
+    dims_cpu={"B": 1, "d_model": 256, "H": 4},
+    dims_cuda={"B": 1, "d_model": 2048, "H": 16},
+    expected_exponent=2.0,
+    expected_note="projections ~T, attention ~T^2: the exponent approaches 2 as T grows",
+    build=_mha_build,
+    reference=lambda ref, impl, x, dims: (lambda: ref.multi_head_attention(x["x"], *_w(x), dims["H"], impl=impl)),
+    learner=_mha_learner,
+    est_bytes=_mha_est,
+    tokens=lambda size, dims: dims["B"] * size,
+)
+
+
+def _gqa_learner(mod: Any, x: dict, dims: dict) -> Call:
+    m = load_module(
+        mod.GroupedQueryAttention(dims["d_model"], dims["H"], dims["H_kv"]), x["weights"], x["x"].dtype, x["x"].device
+    )
+    return lambda: m(x["x"])
+
+
+def _gqa_reference(ref: Any, impl: str, x: dict, dims: dict) -> Call:
+    return lambda: ref.grouped_query_attention(x["x"], *_w(x), dims["H"], dims["H_kv"], causal=True, impl=impl)[0]
+
+
+GQA = Workload(
+    exercise="gqa",
+    size_name="sequence length T (causal)",
+    size_label="T",
+    ladder_cpu=(128, 256, 512, 1024, 2048),
+    ladder_cuda=(1024, 2048, 4096, 8192, 16384),
+    dims_cpu={"B": 1, "d_model": 256, "H": 8, "H_kv": 2},
+    dims_cuda={"B": 1, "d_model": 4096, "H": 32, "H_kv": 8},
+    expected_exponent=2.0,
+    expected_note="projections ~T, attention ~T^2: the exponent approaches 2 as T grows",
+    build=_mha_build,
+    reference=_gqa_reference,
+    learner=_gqa_learner,
+    est_bytes=_mha_est,
+    tokens=lambda size, dims: dims["B"] * size,
+)
+
+
+# -- rope -----------------------------------------------------------------------
+
+
+def _rope_build(size: int, dims: dict, dtype: Any, device: Any, seed: int = 0) -> dict:
+    import torch
+
+    g = _gen(seed)
+    x = _randn(g, dims["B"], dims["H"], size, dims["d_head"], dtype=dtype, device=device)
+    return {"x": x, "positions": torch.arange(size, device=device)}
+
+
+def _rope_reference(ref: Any, impl: str, x: dict, dims: dict) -> Call:
+    conv = x.get("convention", "half")
+    return lambda: ref.apply_rope(x["x"], x["positions"], 10000.0, conv, impl=impl)
+
+
+def _rope_learner(mod: Any, x: dict, dims: dict) -> Call:
+    return lambda: mod.apply_rope(x["x"], x["positions"], 10000.0)
+
+
+def _rope_bytes(size: int, dims: dict, elem: int) -> int:
+    return 2 * dims["B"] * dims["H"] * size * dims["d_head"] * elem
+
+
+ROPE = Workload(
+    exercise="rope",
+    size_name="sequence length T",
+    size_label="T",
+    ladder_cpu=(1024, 2048, 4096, 8192, 16384),
+    ladder_cuda=(8192, 16384, 32768, 65536, 131072),
+    dims_cpu={"B": 1, "H": 8, "d_head": 64},
+    dims_cuda={"B": 1, "H": 32, "d_head": 128},
+    expected_exponent=1.0,
+    expected_note="elementwise: time ~T, bound by memory bandwidth",
+    build=_rope_build,
+    reference=_rope_reference,
+    learner=_rope_learner,
+    est_bytes=lambda size, dims, elem: 8 * dims["B"] * dims["H"] * size * dims["d_head"] * 4,
+    tokens=lambda size, dims: dims["B"] * size,
+    bytes_moved=_rope_bytes,
+    bandwidth_bound=True,
+)
+
+
+# -- rmsnorm --------------------------------------------------------------------
+
+
+def _norm_build(size: int, dims: dict, dtype: Any, device: Any, seed: int = 0) -> dict:
+    g = _gen(seed)
+    w = 1.0 + 0.1 * _randn(g, size, dtype=dtype, device=device)
+    return {"x": _randn(g, dims["N"], size, dtype=dtype, device=device), "weights": {"weight": w}}
+
+
+def _norm_learner(mod: Any, x: dict, dims: dict) -> Call:
+    m = load_module(mod.RMSNorm(x["x"].shape[-1]), x["weights"], x["x"].dtype, x["x"].device)
+    return lambda: m(x["x"])
+
+
+RMSNORM = Workload(
+    exercise="rmsnorm",
+    size_name="hidden size (N tokens fixed)",
+    size_label="d_model",
+    ladder_cpu=(512, 1024, 2048, 4096, 8192),
+    ladder_cuda=(1024, 2048, 4096, 8192, 16384),
+    dims_cpu={"N": 1024},
+    dims_cuda={"N": 16384},
+    expected_exponent=1.0,
+    expected_note="one read and one write of x: time ~d, bound by memory bandwidth",
+    build=_norm_build,
+    reference=lambda ref, impl, x, dims: (lambda: ref.rms_norm(x["x"], x["weights"]["weight"], 1e-6, impl=impl)),
+    learner=_norm_learner,
+    est_bytes=lambda size, dims, elem: 6 * dims["N"] * size * 4,
+    tokens=lambda size, dims: dims["N"],
+    bytes_moved=lambda size, dims, elem: (2 * dims["N"] * size + size) * elem,
+    bandwidth_bound=True,
+)
+
+
+# -- swiglu -----------------------------------------------------------------------
+
+
+def _swiglu_build(size: int, dims: dict, dtype: Any, device: Any, seed: int = 0) -> dict:
+    g = _gen(seed)
+    ff = ffn_hidden(size)
+    shapes = {"w_gate.weight": (ff, size), "w_up.weight": (ff, size), "w_down.weight": (size, ff)}
+    return {"x": _randn(g, dims["N"], size, dtype=dtype, device=device), "weights": _linear_weights(g, shapes, dtype, device)}
+
+
+def _swiglu_reference(ref: Any, impl: str, x: dict, dims: dict) -> Call:
+    w = x["weights"]
+    return lambda: ref.swiglu(x["x"], w["w_gate.weight"], w["w_up.weight"], w["w_down.weight"], impl=impl)
+
+
+def _swiglu_learner(mod: Any, x: dict, dims: dict) -> Call:
+    d = x["x"].shape[-1]
+    m = load_module(mod.SwiGLU(d, ffn_hidden(d)), x["weights"], x["x"].dtype, x["x"].device)
+    return lambda: m(x["x"])
+
+
+SWIGLU = Workload(
+    exercise="swiglu",
+    size_name="d_model (d_ff = ffn_hidden_dim(d_model), N tokens fixed)",
+    size_label="d_model",
+    ladder_cpu=(128, 256, 512, 1024),
+    ladder_cuda=(1024, 2048, 4096, 8192),
+    dims_cpu={"N": 128},
+    dims_cuda={"N": 8192},
+    expected_exponent=2.0,
+    expected_note="three d x d_ff matmuls: time ~d^2",
+    build=_swiglu_build,
+    reference=_swiglu_reference,
+    learner=_swiglu_learner,
+    est_bytes=lambda size, dims, elem: 3 * size * ffn_hidden(size) * elem + 6 * dims["N"] * ffn_hidden(size) * 4,
+    tokens=lambda size, dims: dims["N"],
+    bytes_moved=lambda size, dims, elem: (3 * size * ffn_hidden(size) + 2 * dims["N"] * size) * elem,
+    bandwidth_bound=True,
+)
+
+
+# -- kv_cache: one decode step against a cache of length T ---------------------------
+
+
+def _kv_build(size: int, dims: dict, dtype: Any, device: Any, seed: int = 0) -> dict:
+    g = _gen(seed)
+    b, d, h, h_kv = dims["B"], dims["d_model"], dims["H"], dims["H_kv"]
+    dh = d // h
+    return {
+        "prompt": _randn(g, b, size, d, dtype=dtype, device=device),
+        "step": _randn(g, b, 1, d, dtype=dtype, device=device),
+        "cache": (_randn(g, b, h_kv, size, dh, dtype=dtype, device=device),
+                  _randn(g, b, h_kv, size, dh, dtype=dtype, device=device)),
+        "weights": _linear_weights(g, _proj_shapes(dims), dtype, device),
+    }
+
+
+class _Decoder:
+    """A decode loop, one step per call: each call feeds back the cache the previous one returned.
+
+    Feeding back the very tuple returned (as a generation loop does) is what
+    lets a module that recognises its own cache do its (wasteful) thing, so
+    the timing shows it. The cache grows by one token per call; with a few
+    dozen calls against thousands of cached tokens that drift is negligible.
+    """
+
+    def __init__(self, step: Callable[[Any], Any], cache: Any) -> None:
+        self._step, self.cache = step, cache
+
+    def __call__(self) -> Any:
+        out, self.cache = self._step(self.cache)
+        return out
+
+
+def _kv_reference(ref: Any, impl: str, x: dict, dims: dict) -> Call:
+    w = _w(x)
+
+    def step(cache: Any) -> Any:
+        return ref.grouped_query_attention(
+            x["step"], *w, dims["H"], dims["H_kv"], rope_base=10000.0, past_kv=cache, impl=impl
+        )
+
+    return _Decoder(step, x["cache"])
+
+
+def _kv_learner(mod: Any, x: dict, dims: dict) -> Call:
+    """Build the learner's module, prefill the prompt through it in chunks (untimed), then decode."""
+    prompt = x["prompt"]
+    m = load_module(mod.CachedSelfAttention(dims["d_model"], dims["H"], dims["H_kv"], 10000.0),
+                    x["weights"], prompt.dtype, prompt.device)
+    cache = None
+    chunk = dims["prefill_chunk"]
+    for start in range(0, prompt.shape[1], chunk):
+        _, cache = m(prompt[:, start : start + chunk], past_kv=cache)
+    return _Decoder(lambda c: m(x["step"], past_kv=c), cache)
+
+
+def _kv_est(size: int, dims: dict, elem: int) -> int:
+    b, d, h, h_kv = dims["B"], dims["d_model"], dims["H"], dims["H_kv"]
+    cache = 2 * b * h_kv * size * (d // h) * elem
+    return 4 * cache + 3 * b * h * dims["prefill_chunk"] * size * 4 + b * size * d * elem
+
+
+KV_CACHE = Workload(
+    exercise="kv_cache",
+    size_name="cache length T (time of ONE decode step after a T-token prompt)",
+    size_label="cache T",
+    ladder_cpu=(256, 512, 1024, 2048, 4096),
+    ladder_cuda=(1024, 2048, 4096, 8192, 16384),
+    dims_cpu={"B": 1, "d_model": 256, "H": 8, "H_kv": 2, "prefill_chunk": 256},
+    dims_cuda={"B": 1, "d_model": 4096, "H": 32, "H_kv": 8, "prefill_chunk": 1024},
+    expected_exponent=1.0,
+    expected_note="a decode step reads the cache once: time ~T at most (flat while fixed costs dominate); "
+    "~T^2 means the past is recomputed",
+    build=_kv_build,
+    reference=_kv_reference,
+    learner=_kv_learner,
+    est_bytes=_kv_est,
+    tokens=lambda size, dims: dims["B"],
+)
+
+
+WORKLOADS: dict[str, Workload] = {
+    w.exercise: w for w in (ATTENTION, MHA, ROPE, RMSNORM, SWIGLU, GQA, KV_CACHE)
+}
+
+
+def workload(exercise: str) -> Workload:
+    """The workload of an exercise; KeyError for one without a benchmark."""
+    return WORKLOADS[exercise]
