@@ -84,6 +84,7 @@ def grade_all(
     def pool() -> ChildPool:
         if getattr(local, "pool", None) is None:
             local.pool = ChildPool()
+            local.pool._ensure()  # start its torch import now, overlapping the parent's own
             with lock:
                 pools.append(local.pool)
         return local.pool
@@ -125,7 +126,7 @@ def summary_table(results: list[Any], elapsed_s: float | None = None) -> Table:
             note = f"{len(r.advisories)} advisor{'y' if len(r.advisories) == 1 else 'ies'}"
         table.add_row(
             r.exercise,
-            r.file,
+            Path(r.file).name,
             Text(r.status.upper(), style=STYLE.get(r.status, "")),
             f"{r.passed}/{r.total}",
             note,

@@ -37,7 +37,7 @@ advisories [str]. See drill/judge/README.md.
 def register(app: typer.Typer) -> None:
     @app.command(help=CHECK_HELP)
     def check(
-        files: list[Path] = typer.Argument(..., help="Your solution file(s), e.g. attention.py."),
+        files: list[Path] = typer.Argument(..., help="Your solution file(s), or a folder: every <exercise>.py in it is graded."),
         exercise: Optional[str] = typer.Option(None, "--exercise", "-e", help="Exercise name, if the file is not named after it."),
         seed: Optional[int] = typer.Option(None, "--seed", help="Replay the hidden tests of an earlier run."),
         json_out: bool = typer.Option(False, "--json", help="Print one JSON document instead of panels."),
@@ -46,34 +46,32 @@ def register(app: typer.Typer) -> None:
         cpu_time: float = typer.Option(60.0, "--cpu-time", help="CPU-time limit of the graded process (includes importing torch), seconds.", min=1.0),
         memory_mb: int = typer.Option(2048, "--memory-mb", help="Memory limit of the graded process, MB.", min=300),
         strict: bool = typer.Option(False, "--strict", help="Advisories fail the check too."),
+        in_model: bool = typer.Option(False, "--in-model", help="Also run your component inside the reference decoder (logits + 16 greedy tokens)."),
+        no_audit: bool = typer.Option(False, "--no-audit", help="Skip the advisory memory/work audits (gqa, kv_cache)."),
+        watch_mode: bool = typer.Option(False, "--watch", help="Re-grade on every save until Ctrl-C."),
+        jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Files graded at once (default: min(4, CPU cores)).", min=1),
     ) -> None:
+        from drill.judge.batch import expand
         from drill.judge.runner import Limits
 
         limits = Limits(timeout_s=timeout, cpu_s=cpu_time, memory_mb=memory_mb)
-        with user_errors():
-            for f in files:  # every usage problem is reported before any grading starts
-                if not f.is_file():
-                    raise UserError("no such file", str(f))
+        with user_errors():  # every usage problem is reported before any grading starts
+            items = expand(files, exercise)
+            if in_model:
+                from drill.judge.inmodel import SUPPORTED
                 from drill.judge.registry import resolve_exercise
 
-                resolve_exercise(f, exercise)
+                for f, ex in items:
+                    name = resolve_exercise(f, ex)
+                    if name not in SUPPORTED:
+                        raise UserError(f"--in-model is available for {', '.join(SUPPORTED)}, not {name}", str(f))
+            if watch_mode and json_out:
+                raise UserError("--watch and --json cannot be combined")
+        opts = {"seed": seed, "limits": limits, "strict": strict, "in_model": in_model, "audit": not no_audit}
         out = Console(highlight=False)
-        results = []
-        from contextlib import nullcontext
-
-        from drill.judge.runner import ChildPool
-
-        # Several files: one warm fork server instead of one torch import per file.
-        with ChildPool() if len(files) > 1 else nullcontext() as pool:
-            for f in files:
-                with user_errors():
-                    result = _run_check(f, exercise, seed, limits, strict, quiet=json_out, pool=pool)
-                results.append(result)
-                if not json_out:
-                    from drill.judge.report import render
-
-                    render(result, out, verbose=verbose)
-                _record(result)
+        if watch_mode:
+            raise typer.Exit(_watch(items, opts, out, verbose))
+        results = _grade_items(items, opts, out, verbose=verbose, quiet=json_out, jobs=jobs)
         if json_out:
             from drill.judge.report import to_json
 
@@ -132,13 +130,84 @@ def register(app: typer.Typer) -> None:
             console.print(f"[dim]more: drill hint {name} {n + 1}[/]")
 
 
-def _run_check(f: Path, exercise: str | None, seed: int | None, limits, strict: bool, quiet: bool, pool=None):
+def _run_check(f: Path, exercise: str | None, opts: dict, quiet: bool, pool=None):
     from drill.judge.check import check_file
 
     if not quiet and sys.stderr.isatty():
         with err_console.status(f"grading {f.name} …", spinner="dots"):
-            return check_file(f, exercise, seed, limits, strict=strict, pool=pool)
-    return check_file(f, exercise, seed, limits, strict=strict, pool=pool)
+            return check_file(f, exercise, pool=pool, **opts)
+    return check_file(f, exercise, pool=pool, **opts)
+
+
+def _grade_items(items: list, opts: dict, out: Console, *, verbose: bool, quiet: bool, jobs: int | None = None) -> list:
+    """Grade one file (a panel) or several (concurrently; panels for the failures, then one summary table)."""
+    import time
+
+    from drill.judge.report import render
+
+    if len(items) == 1:
+        f, ex = items[0]
+        with user_errors():
+            result = _run_check(f, ex, opts, quiet)
+        if not quiet:
+            render(result, out, verbose=verbose)
+        _record(result)
+        return [result]
+
+    from drill.judge.batch import grade_all, summary_table
+    from drill.judge.check import check_file
+
+    t0 = time.monotonic()
+
+    def grade(f: Path, ex: str | None, pool):
+        return check_file(f, ex, pool=pool, **opts)
+
+    with user_errors():
+        if not quiet and sys.stderr.isatty():
+            with err_console.status(f"grading {len(items)} files …", spinner="dots"):
+                results = grade_all(items, grade, workers=jobs)
+        else:
+            results = grade_all(items, grade, workers=jobs)
+    for r in results:
+        if not quiet and (verbose or r.status != "pass" or r.advisories):
+            render(r, out, verbose=verbose)
+        _record(r)
+    if not quiet:
+        out.print(summary_table(results, time.monotonic() - t0))
+    return results
+
+
+def _watch(items: list, opts: dict, out: Console, verbose: bool) -> int:
+    """Re-grade changed files until Ctrl-C; the exit code is the last verdict's (0 = all pass)."""
+    from drill.judge.report import render
+    from drill.judge.runner import ChildPool
+    from drill.judge.watch import watch
+
+    exercise_of = {f: ex for f, ex in items}
+    last: dict = {}
+    with ChildPool() as pool:  # warm between saves: a re-grade costs a fork, not an import of torch
+
+        def grade(changed: list) -> None:
+            from drill.judge.check import check_file
+
+            for f in changed:
+                try:
+                    result = check_file(f, exercise_of[f], pool=pool, **opts)
+                except UserError as exc:  # e.g. the file vanished mid-save: say so, keep watching
+                    err_console.print(f"[red]error:[/] {escape(str(exc))}")
+                    continue
+                last[f] = result
+                render(result, out, verbose=verbose)
+                _record(result)
+
+        def idle() -> None:
+            out.print(f"[dim]watching {len(items)} file{'s' if len(items) != 1 else ''} — save to re-grade, Ctrl-C to stop[/]")
+
+        try:
+            watch(list(exercise_of), grade, on_idle=idle)
+        except KeyboardInterrupt:
+            out.print("[dim]stopped watching[/]")
+    return 0 if last and all(r.status == "pass" for r in last.values()) else EXIT_FAIL
 
 
 def _record(result) -> None:
