@@ -1,0 +1,101 @@
+"""The advisory audits: memory (gqa) and work (kv_cache).
+
+The memory audit must agree with what each gqa fixture's docstring says
+(MATERIALISES or not), the work audit must flag exactly the solution that
+re-projects its past tokens, and neither may fail a check unless --strict.
+The measuring halves run in-process here (they are plain functions of the
+learner's module); one end-to-end run per audit goes through the child.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import types
+from pathlib import Path
+
+import pytest
+import torch
+
+from drill.judge import audit, chain
+from drill.judge.check import check_file
+from drill.judge.runner import ChildPool, Limits
+from drill.judge.specs import gqa, kv_cache
+
+SOLUTIONS = Path(__file__).parent / "fixtures" / "solutions"
+HOST = types.SimpleNamespace(
+    resolve_attr=lambda obj, path, owner: [obj := getattr(obj, part) for part in path.split(".")][-1],
+    extension=lambda name: chain,
+)
+
+
+def _load(path: Path):
+    spec = importlib.util.spec_from_file_location(f"fixture_{path.stem}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("path", sorted((SOLUTIONS / "gqa").glob("good_*.py")), ids=lambda p: p.stem)
+def test_memory_audit_agrees_with_the_docstring(path: Path) -> None:
+    materialises = "MATERIALISES" in (_load(path).__doc__ or "")
+    data = audit.run(gqa.SPEC.audit, _load(path), HOST)
+    lines, advice = audit.judge("gqa_memory", data)
+    assert bool(data["expanded"]) == materialises, lines
+    assert bool(advice) == materialises
+    assert data["peak_bytes"] > 0 and data["baseline_peak_bytes"] > 0
+    assert "peak" in lines[0]
+    if materialises:  # the advice carries numbers the learner can act on
+        assert "KB" in advice[0] and "n_kv_heads, group" in advice[0]
+
+
+@pytest.mark.parametrize("path", sorted((SOLUTIONS / "kv_cache").glob("good_*.py")), ids=lambda p: p.stem)
+def test_work_audit_flags_only_recomputation(path: Path) -> None:
+    data = audit.run(kv_cache.SPEC.audit, _load(path), HOST)
+    lines, advice = audit.judge("kv_work", data)
+    recomputes = "inefficient" in path.stem
+    assert bool(advice) == recomputes, lines
+    assert all(f > 0 for f in data["flops"]) and data["flops"] == sorted(data["flops"])
+    assert "linear" in lines[0] and "faster than linear" not in lines[0]
+    if recomputes:
+        assert "re-projected" in advice[0] and max(data["rows"]["k_proj"]) > 1
+    else:
+        assert data["rows"]["k_proj"] == [1] * len(data["lengths"])
+
+
+def test_storage_tracker_counts_peak_and_frees() -> None:
+    with torch.no_grad(), audit.StorageTracker() as t:
+        a = torch.ones(1024)  # 4 KB
+        b = a * 2  # 8 KB live
+        del a
+        c = b + 1  # 8 KB live again (a was freed)
+        del b, c
+    assert t.peak == 8192 and t.current == 0 and t.total == 3 * 4096
+
+
+def test_quadratic_work_is_called_out() -> None:
+    data = {"lengths": [16, 32, 48, 64], "flops": [16**2, 32**2, 48**2, 64**2], "rows": {"q_proj": [1] * 4,
+            "k_proj": [1] * 4, "v_proj": [1] * 4}}
+    lines, advice = audit.judge("kv_work", data)
+    assert "faster than linear" in lines[0] and advice
+
+
+def test_malformed_measurements_do_not_crash() -> None:
+    lines, advice = audit.judge("gqa_memory", {"config": {}})
+    assert "unreadable" in lines[0] and advice == []
+
+
+def test_advisories_fail_only_under_strict() -> None:
+    rep = SOLUTIONS / "gqa" / "good_repeat_interleave.py"
+    lean = SOLUTIONS / "gqa" / "good_grouped_einsum.py"
+    waste = SOLUTIONS / "kv_cache" / "good_recompute_inefficient.py"
+    with ChildPool() as pool:
+        plain = check_file(rep, "gqa", 2, Limits(), pool=pool)
+        strict = check_file(rep, "gqa", 2, Limits(), pool=pool, strict=True)
+        ok = check_file(lean, "gqa", 2, Limits(), pool=pool, strict=True)
+        kv = check_file(waste, "kv_cache", 2, Limits(), pool=pool, strict=True)
+        skipped = check_file(waste, "kv_cache", 2, Limits(), pool=pool, strict=True, audit=False)
+    assert plain.status == "pass" and any("materialised" in line for line in plain.audit) and plain.advisories
+    assert strict.status == "fail" and "--strict" in strict.diagnosis_detail
+    assert ok.status == "pass" and ok.audit and not ok.advisories
+    assert kv.status == "fail" and any("re-projected" in a for a in kv.advisories)
+    assert skipped.status == "pass" and not skipped.audit

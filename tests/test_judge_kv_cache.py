@@ -1,0 +1,85 @@
+"""kv_cache grading: the splits, the replay of known mistakes, the chain executor's contract.
+
+Fixture verdicts are checked by test_judge_fixtures.py and the work audit by
+test_judge_audit.py. Here: every kind of split the issue names is among the
+cases, the replay with no mistake equals the reference on every case (so each
+bug variant differs from the truth only by its knob), and a module that
+breaks the calling contract gets a clear generic diagnosis.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from drill.judge.check import check_file
+from drill.judge.compare import compare
+from drill.judge.runner import ChildPool, Limits
+from drill.judge.specs import kv_cache
+from drill.judge.specs._kv_bugs import KV_VARIANTS, replay
+
+SOLUTIONS = Path(__file__).parent / "fixtures" / "solutions" / "kv_cache"
+
+
+@pytest.mark.parametrize("seed", [0, 5, 20261129])
+def test_splits_cover_every_way_of_calling(seed: int) -> None:
+    cases = kv_cache.make_cases(seed)
+    calls = [c.extra["calls"] for c in cases]
+    assert any(len(c) == 1 for c in calls)  # all at once
+    assert any(len(c) > 2 and all(n == 1 for n in c[1:]) for c in calls)  # prompt, then one token at a time
+    assert any(len(c) > 2 and len(set(c)) == 1 and c[0] > 1 for c in calls)  # equal chunks of several tokens
+    assert any(len(set(c)) > 2 for c in calls)  # uneven mix
+    assert any(c.extra["past"] for c in cases)  # continuing a reference-built cache
+    assert {c.extra["returns"] for c in cases} == {"out", "k", "v"}
+    assert {(c.ctx["n_heads"] == c.ctx["n_kv_heads"], c.ctx["n_kv_heads"] == 1) for c in cases} >= {
+        (True, False), (False, True), (False, False)}
+    assert {c.ctx["dtype"] for c in cases} == {"float32", "bfloat16"}
+    assert {c.ctx["base"] for c in cases} >= {10000.0, 500000.0}
+
+
+def test_replay_without_a_mistake_is_the_reference() -> None:
+    for case in kv_cache.make_cases(2):
+        case.expected, _ = kv_cache.reference(case)
+        tol = kv_cache.SPEC.tolerances[case.ctx["dtype"]]
+        assert compare(replay(case), case.expected, tol).ok, case.name
+
+
+def test_every_variant_is_wrong_somewhere_and_right_on_a_single_plain_call() -> None:
+    cases = kv_cache.make_cases(3)
+    for case in cases:
+        case.expected, _ = kv_cache.reference(case)
+    single = next(c for c in cases if c.extra["calls"] == c.extra["calls"][:1] and c.extra["returns"] == "out")
+    for bug_id, label, knobs in KV_VARIANTS:
+        tol = kv_cache.SPEC.tolerances
+        wrong = [c.name for c in cases if not compare(replay(c, **knobs), c.expected, tol[c.ctx["dtype"]]).ok]
+        assert wrong, f"{bug_id} ({label}) never differs from the reference"
+        if bug_id != "kv_rope_on_values":
+            assert compare(replay(single, **knobs), single.expected, tol["float32"]).ok, f"{bug_id} on one call"
+
+
+BROKEN = '''
+import torch
+from torch import nn
+
+class CachedSelfAttention(nn.Module):
+    def __init__(self, d_model, n_heads, n_kv_heads, rope_base=10000.0):
+        super().__init__()
+        d_head = d_model // n_heads
+        self.q_proj = nn.Linear(d_model, n_heads * d_head, bias=False)
+        self.k_proj = nn.Linear(d_model, n_kv_heads * d_head, bias=False)
+        self.v_proj = nn.Linear(d_model, n_kv_heads * d_head, bias=False)
+        self.o_proj = nn.Linear(n_heads * d_head, d_model, bias=False)
+
+    def forward(self, x, past_kv=None):
+        return self.o_proj(self.q_proj(x))
+'''
+
+
+def test_module_returning_only_a_tensor_gets_wrong_type(tmp_path: Path) -> None:
+    path = tmp_path / "kv_cache.py"
+    path.write_text(BROKEN, encoding="utf-8")
+    with ChildPool() as pool:
+        result = check_file(path, None, 1, Limits(), pool=pool)
+    assert result.status == "fail" and result.diagnosis.id == "wrong_type"
+    assert "(out, (k_all, v_all))" in result.diagnosis_detail
