@@ -170,21 +170,31 @@ class Stop(Exception):
         self.status, self.message, self.line = status, message, line
 
 
-def measure(make_call, device, timer: Timer, stats, live_bytes_cls, target_s: float, traps=()) -> dict:
-    """Audit call (peak memory), one warm-up call, then timed repetitions; returns a result record."""
-    with torch.no_grad():
+class Contender:
+    """One implementation at one size: its call, its audit and warm-up readings, its timed samples."""
+
+    def __init__(self, impl: str, make_call, traps=()) -> None:
+        self.impl, self.make_call, self.traps = impl, make_call, traps
+        self.call = None
+        self.result: dict = {}
+        self.samples: list[float] = []
+        self.reps = 0
+
+    def prepare(self, device, timer: "Timer", stats, live_bytes_cls, target_s: float) -> None:
+        """Build (untimed), one audit call for peak memory, one warm-up call that sizes the repetitions."""
         t0 = time.perf_counter()
-        call = make_call()
+        self.call = self.make_call()
         setup_s = time.perf_counter() - t0
-        peak = peak_bytes(call, device, live_bytes_cls, traps)
-        first = timer.once(call)
-        reps = stats.choose_reps(first, target_s)
-        samples = [timer.once(call) for _ in range(reps)]
-    s = stats.summarize(samples)
-    return {
-        "status": "ok", "median_s": s.median, "q1_s": s.q1, "q3_s": s.q3, "min_s": s.min, "max_s": s.max,
-        "reps": s.n, "warmup_s": first, "setup_s": setup_s, "peak_bytes": peak,
-    }
+        peak = peak_bytes(self.call, device, live_bytes_cls, self.traps)
+        first = timer.once(self.call)
+        self.reps = stats.choose_reps(first, target_s)
+        self.result = {"status": "ok", "setup_s": setup_s, "warmup_s": first, "peak_bytes": peak}
+
+    def finish(self, stats) -> dict:
+        s = stats.summarize(self.samples)
+        self.result.update(median_s=s.median, q1_s=s.q1, q3_s=s.q3, min_s=s.min, max_s=s.max, reps=s.n)
+        self.call = None
+        return self.result
 
 
 # -- main ----------------------------------------------------------------------------------
@@ -276,7 +286,7 @@ def main() -> None:  # noqa: C901 - one linear script, split would only scatter 
     size_budget = float(job["size_budget_s"])
     deadline = time.monotonic() + float(job["timeout_s"])
     sizes = list(job["sizes"])
-    last = None  # (size, elapsed, learner median)
+    learner_medians: list[tuple[int, float]] = []
     for i, size in enumerate(sizes):
         est = wl.est_bytes(size, dims, elem)
         if est > budget:
@@ -289,33 +299,53 @@ def main() -> None:  # noqa: C901 - one linear script, split would only scatter 
         inputs = wl.build(size, dims, dtype, device, seed=int(job["seed"]) + size)
         inputs["convention"] = convention
         results: dict[str, dict] = {}
+
+        def fail(impl: str, exc: BaseException) -> None:
+            if isinstance(exc, KeyboardInterrupt):
+                raise exc
+            if is_oom(exc):
+                stop = Stop("oom", f"out of memory at {wl.size_label}={size}")
+            elif impl == "learner":
+                stop = learner_failure(exc)
+            else:
+                stop = Stop("error", f"{type(exc).__name__}: {str(exc)[:200]}")
+            results[impl] = {"status": stop.status, "message": stop.message, "line": stop.line}
+            active[impl] = False
+            free_device_memory(device)
+
+        contenders = []
         for impl in IMPLS:
             if not active[impl]:
                 results[impl] = {"status": "skipped", "message": "stopped at a smaller size"}
                 continue
+            if impl == "learner":
+                c = Contender(impl, lambda: wl.learner(learner, inputs, dims), traps())
+            else:
+                c = Contender(impl, lambda impl=impl: wl.reference(ref, impl, inputs, dims))
             jc.TRIPPED.clear()
             try:
-                if impl == "learner":
-                    res = measure(lambda: wl.learner(learner, inputs, dims), device, timer, stats, LiveBytes,
-                                  target_s, traps())
-                    if jc.TRIPPED:
-                        raise jc.ForbiddenOp(jc.TRIPPED[0]["op"], jc.TRIPPED[0]["line"], jc.TRIPPED[0]["source"])
-                else:
-                    res = measure(lambda: wl.reference(ref, impl, inputs, dims), device, timer, stats, LiveBytes,
-                                  target_s)
-            except BaseException as exc:  # noqa: BLE001
-                if isinstance(exc, KeyboardInterrupt):
-                    raise
-                if is_oom(exc):
-                    stop = Stop("oom", f"out of memory at {wl.size_label}={size}")
-                elif impl == "learner":
-                    stop = learner_failure(exc)
-                else:
-                    stop = Stop("error", f"{type(exc).__name__}: {str(exc)[:200]}")
-                res = {"status": stop.status, "message": stop.message, "line": stop.line}
-                active[impl] = False
-                free_device_memory(device)
-            results[impl] = res
+                with torch.no_grad():
+                    c.prepare(device, timer, stats, LiveBytes, target_s)
+                if jc.TRIPPED:
+                    raise jc.ForbiddenOp(jc.TRIPPED[0]["op"], jc.TRIPPED[0]["line"], jc.TRIPPED[0]["source"])
+            except BaseException as exc:  # noqa: BLE001 - a failure is a result
+                fail(impl, exc)
+                continue
+            contenders.append(c)
+        # Timed rounds, interleaved: a burst of load on a shared machine hits every contender alike.
+        for r in range(max((c.reps for c in contenders), default=0)):
+            for c in contenders:
+                if r >= c.reps or not active[c.impl]:
+                    continue
+                try:
+                    with torch.no_grad():
+                        c.samples.append(timer.once(c.call))
+                except BaseException as exc:  # noqa: BLE001
+                    fail(c.impl, exc)
+        for c in contenders:
+            if active[c.impl]:
+                results[c.impl] = c.finish(stats)
+        contenders.clear()
         elapsed = time.monotonic() - t_size
         del inputs
         free_device_memory(device)
@@ -328,12 +358,13 @@ def main() -> None:  # noqa: C901 - one linear script, split would only scatter 
             record({"event": "stop", "size": size, "reason": "time",
                     "message": f"{wl.size_label}={size} took {elapsed:.1f} s, over the per-size budget of {size_budget:g} s"})
             break
+        learner_medians.append((size, results["learner"]["median_s"]))
         if i + 1 < len(sizes):
             nxt = sizes[i + 1]
-            exponent = wl.expected_exponent
-            med = results["learner"]["median_s"]
-            if last is not None and last[2] > 0 and med > 0 and size != last[0]:
-                exponent = max(exponent, math.log(med / last[2]) / math.log(size / last[0]))
+            # Predict with the expected growth, or the learner's own fitted growth when that is worse
+            # (a fit over >= 3 sizes, capped: one noisy pair of sizes must not end the ladder).
+            fitted = stats.fit_exponent([m[0] for m in learner_medians], [m[1] for m in learner_medians])
+            exponent = max(wl.expected_exponent, min(fitted or 0.0, 3.0))
             guess = stats.predict_time(elapsed, size, nxt, exponent)
             if guess > size_budget:
                 record({"event": "stop", "size": nxt, "reason": "time",
@@ -345,7 +376,6 @@ def main() -> None:  # noqa: C901 - one linear script, split would only scatter 
                         "message": f"stopped before {wl.size_label}={nxt}: predicted ~{guess:.0f} s, "
                                    f"past the overall time limit"})
                 break
-            last = (size, elapsed, med)
     record({"event": "done"})
     sys.stdout.flush()
     sys.stderr.flush()

@@ -1,0 +1,116 @@
+"""drill bench end to end, through the CLI: table rows, growth exponents, --json, refusals, bad input.
+
+Every benchmark here runs the real isolated child on CPU at small sizes
+(--max-size), so the whole file stays well under a minute on a quiet machine.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from drill.cli import app
+
+ROOT = Path(__file__).parent
+SOL = ROOT / "fixtures" / "solutions"
+GOOD_ATTENTION = SOL / "attention" / "good_matmul_softmax.py"
+GOOD_KV = SOL / "kv_cache" / "good_concat_bottom_right.py"
+QUADRATIC_KV = ROOT / "fixtures" / "bench" / "kv_cache_quadratic.py"
+
+runner = CliRunner()
+
+
+def bench(*args: str):
+    return runner.invoke(app, ["bench", *args])
+
+
+@pytest.fixture(scope="module")
+def kv_runs(tmp_path_factory) -> dict[str, dict]:
+    """The same small cache-length ladder for a real KV cache and a quadratic-recompute one (--json)."""
+    docs = {}
+    for name, path in (("good", GOOD_KV), ("quadratic", QUADRATIC_KV)):
+        res = bench(str(path), "--exercise", "kv_cache", "--max-size", "1024", "--json", "--seed", "3")
+        assert res.exit_code == 0, res.output
+        docs[name] = json.loads(res.stdout)
+    return docs
+
+
+def test_table_has_a_row_per_size_and_implementation() -> None:
+    res = bench(str(GOOD_ATTENTION), "--exercise", "attention", "--max-size", "512")
+    assert res.exit_code == 0, res.output
+    out = res.stdout
+    sizes = [int(m) for m in re.findall(r"^│\s+(\d+) │ yours", out, flags=re.M)]
+    assert sizes == [128, 256, 512]
+    assert len(re.findall(r"│ fused ref", out)) == 3 and len(re.findall(r"│ math ref", out)) == 3
+    assert re.search(r"fused ref\s.*1\.00x", out)  # the ratio column is relative to the fused reference
+    assert re.search(r"yours\s+~T\^\d\.\d\d\s+~T\^\d\.\d\d", out)  # fitted time and memory exponents
+    assert "log scale" in out and "█" in out  # the plot
+    assert "passed drill check" in out
+
+
+def test_json_shape(kv_runs) -> None:
+    doc = kv_runs["good"]
+    for key in ("exercise", "file", "device", "dtype", "threads", "torch", "seed", "size_name", "size_label", "dims",
+                "sizes", "exponents", "memory_exponents", "expected_exponent", "warnings", "stopped", "learner_error"):
+        assert key in doc, key
+    assert doc["exercise"] == "kv_cache" and doc["device"] == "cpu" and doc["dtype"] == "float32"
+    assert doc["threads"] == 1 and doc["peak_bandwidth_gb_s"] is None and doc["learner_error"] is None
+    assert [s["size"] for s in doc["sizes"]] == [256, 512, 1024]
+    for s in doc["sizes"]:
+        assert set(s["results"]) == {"learner", "fused", "math"}
+        for impl, r in s["results"].items():
+            assert r["status"] == "ok", (impl, r)
+            assert r["reps"] >= 3 and r["min_s"] <= r["q1_s"] <= r["median_s"] <= r["q3_s"] <= r["max_s"]
+            assert r["tokens_per_s"] == pytest.approx(1 / r["median_s"])  # one token per decode step, B=1
+            assert r["peak_bytes"] > 0
+        assert s["results"]["fused"]["ratio_to_fused"] == pytest.approx(1.0)
+    assert all(isinstance(doc["exponents"][i], float) for i in ("learner", "fused", "math"))
+
+
+def test_quadratic_recompute_grows_clearly_faster_than_a_real_cache(kv_runs) -> None:
+    good = kv_runs["good"]["exponents"]["learner"]
+    quad = kv_runs["quadratic"]["exponents"]["learner"]
+    assert quad > 1.4, quad  # O(T^2) work per decode step
+    assert quad > good + 0.8, (quad, good)
+    assert any("grows as" in w for w in kv_runs["quadratic"]["warnings"])
+    assert not any("your time grows" in w for w in kv_runs["good"]["warnings"])
+
+
+def test_refuses_a_file_that_fails_check() -> None:
+    bad = SOL / "attention" / "bug_missing_scale__matmul.py"
+    res = bench(str(bad), "--exercise", "attention")
+    assert res.exit_code == 1
+    assert "does not pass drill check" in res.stderr
+    assert "scal" in res.stderr.lower()  # the diagnosis names the mistake
+    assert "│ yours" not in res.stdout  # nothing was benchmarked
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["no_such_file.py", "--exercise", "attention"], "no such file"),
+        ([str(GOOD_ATTENTION), "--exercise", "flash"], "unknown graded exercise 'flash'"),
+        ([str(GOOD_ATTENTION), "--exercise", "attention", "--device", "tpu"], "unknown device 'tpu'"),
+        ([str(GOOD_ATTENTION), "--exercise", "attention", "--dtype", "int8"], "unknown dtype 'int8'"),
+        ([str(GOOD_ATTENTION), "--exercise", "attention", "--max-size", "5"], "below the smallest size"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None:
+    res = bench(*args)
+    assert res.exit_code == 2, res.output
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and message in lines[0], res.stderr
+
+
+def test_cuda_requested_without_a_gpu_is_a_usage_error() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    res = bench(str(GOOD_ATTENTION), "--exercise", "attention", "--device", "cuda")
+    assert res.exit_code == 2
+    assert "no CUDA device" in res.stderr
