@@ -133,7 +133,15 @@ def _masked(fill: str, invert: bool = False, guard: bool = False, only_fp16: boo
 
 
 def _naive(q, k, v, mask, dtype):
-    return _guard(attend(q, k, v, mask, naive_exp=True), mask)
+    out, unknown = _guard(attend(q, k, v, mask, naive_exp=True), mask)
+    # A row whose logits are all below ~-103 underflows to exp() == 0 everywhere:
+    # 0/0 = NaN, or 0 if the learner guards the denominator. Either is this bug.
+    s = (q.float() @ k.float().transpose(-2, -1)) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        s = s.masked_fill(~mask, float("-inf"))
+    dead = (torch.exp(s).sum(dim=-1, keepdim=True) == 0)
+    dead = torch.broadcast_to(dead, (*out.shape[:-1], 1)).expand(out.shape)
+    return out, unknown | dead
 
 
 ATTENTION_VARIANTS = [
