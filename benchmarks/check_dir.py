@@ -1,0 +1,98 @@
+"""Benchmark: `drill check DIR` on all seven exercises, and what the audits cost.
+
+Two ratios, each the median of --repeat runs (interleaved, so a machine
+getting busier hurts both sides alike):
+
+1. wall time of `drill check DIR` on correct solutions of all seven
+   exercises, divided by the wall time of `python -c "import torch"`
+   (target <= 3.0: grading everything should cost about three torch imports);
+2. wall time of a single `drill check FILE` with the advisory audits,
+   divided by the same check with `--no-audit`, for gqa (memory audit) and
+   kv_cache (work audit) (target <= 1.5).
+
+Run: .venv/bin/python benchmarks/check_dir.py [--repeat 5]
+The learner files are fixtures from tests/fixtures/solutions (one good style
+per exercise), copied into a temporary folder under their exercise names.
+Progress goes to a throw-away DRILL_HOME. Not a test: numbers depend on the
+machine and its load; the script prints them and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SOLUTIONS = ROOT / "tests" / "fixtures" / "solutions"
+GOOD = {
+    "attention": "good_matmul_softmax.py",
+    "mha": "good_view_transpose.py",
+    "rope": "good_rotate_half.py",
+    "rmsnorm": "good_rsqrt.py",
+    "swiglu": "good_f_silu.py",
+    "gqa": "good_grouped_einsum.py",
+    "kv_cache": "good_concat_bottom_right.py",
+}
+AUDITED = {"gqa": "good_repeat_interleave.py", "kv_cache": "good_recompute_inefficient.py"}
+
+
+def drill_command() -> list[str]:
+    script = Path(sys.executable).with_name("drill")
+    return [str(script)] if script.exists() else [sys.executable, "-c", "from drill.cli import app; app()"]
+
+
+def timed(cmd: list[str], env: dict[str, str], expect_rc: int = 0) -> float:
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    elapsed = time.perf_counter() - t0
+    if proc.returncode != expect_rc:
+        raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}: {proc.stderr[-500:]}")
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5, help="runs per measurement (median is reported)")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="drill-bench-") as tmp:
+        tmp_path = Path(tmp)
+        folder = tmp_path / "solutions"
+        folder.mkdir()
+        for name, fixture in GOOD.items():
+            shutil.copy(SOLUTIONS / name / fixture, folder / f"{name}.py")
+        env = {**os.environ, "DRILL_HOME": str(tmp_path / "home"), "NO_COLOR": "1"}
+        drill = drill_command()
+        torch_cmd = [sys.executable, "-c", "import torch"]
+
+        timed(torch_cmd, env)  # warm the page cache before measuring anything
+        torch_s, dir_s = [], []
+        for _ in range(args.repeat):
+            torch_s.append(timed(torch_cmd, env))
+            dir_s.append(timed([*drill, "check", str(folder), "--seed", "1"], env))
+        t_torch, t_dir = statistics.median(torch_s), statistics.median(dir_s)
+        print(f"python -c 'import torch'        median {t_torch:6.2f} s  (runs: {', '.join(f'{x:.2f}' for x in torch_s)})")
+        print(f"drill check DIR (7 exercises)   median {t_dir:6.2f} s  (runs: {', '.join(f'{x:.2f}' for x in dir_s)})")
+        print(f"ratio DIR / import torch        {t_dir / t_torch:6.2f}   (target <= 3.0)")
+
+        for name, fixture in AUDITED.items():
+            path = tmp_path / f"{name}.py"
+            shutil.copy(SOLUTIONS / name / fixture, path)
+            on, off = [], []
+            for _ in range(args.repeat):
+                on.append(timed([*drill, "check", str(path), "--seed", "1"], env))
+                off.append(timed([*drill, "check", str(path), "--seed", "1", "--no-audit"], env))
+            m_on, m_off = statistics.median(on), statistics.median(off)
+            print(f"{name:8s} check with audit   median {m_on:6.2f} s, --no-audit {m_off:6.2f} s, "
+                  f"ratio {m_on / m_off:5.2f}   (target <= 1.5)")
+
+
+if __name__ == "__main__":
+    main()
