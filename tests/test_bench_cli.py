@@ -114,3 +114,16 @@ def test_cuda_requested_without_a_gpu_is_a_usage_error() -> None:
     res = bench(str(GOOD_ATTENTION), "--exercise", "attention", "--device", "cuda")
     assert res.exit_code == 2
     assert "no CUDA device" in res.stderr
+
+
+def test_forbidden_op_used_only_at_large_sizes_is_caught() -> None:
+    res = bench(str(ROOT / "fixtures" / "bench" / "attention_fused_when_long.py"), "--exercise", "attention",
+                "--max-size", "512", "--json")
+    assert res.exit_code == 1, res.output
+    doc = json.loads(res.stdout)
+    assert [s["size"] for s in doc["sizes"]] == [128, 256]  # the ladder ends where the cheat starts
+    assert doc["sizes"][0]["results"]["learner"]["status"] == "ok"
+    bad = doc["sizes"][1]["results"]["learner"]
+    assert bad["status"] == "forbidden_op" and bad["median_s"] is None
+    assert "scaled_dot_product_attention is forbidden" in doc["learner_error"]
+    assert "line 12" in doc["learner_error"] and "T=256" in doc["learner_error"]

@@ -205,7 +205,7 @@ def main() -> None:  # noqa: C901 - one linear script, split would only scatter 
     job = json.loads(sys.stdin.read())
     WORK = job["work"]
     record({"event": "load"})
-    device = torch.device(job["device"])
+    device = torch.device("cuda", 0) if job["device"] == "cuda" else torch.device("cpu")
     if device.type == "cpu" and "data" in _OPTS:
         resource.setrlimit(resource.RLIMIT_DATA, (int(_OPTS["data"]), int(_OPTS["data"])))
     torch.set_num_threads(int(job["threads"]))
@@ -224,7 +224,6 @@ def main() -> None:  # noqa: C901 - one linear script, split would only scatter 
     jc.LEARNER = os.path.realpath(job["learner"])
 
     if device.type == "cuda":
-        torch.cuda.set_device(device)
         torch.cuda.init()
     peak_bw = copy_bandwidth(device)
     if device.type == "cuda":

@@ -65,16 +65,19 @@ class Workload:
 
 
 def _randn(gen: Any, *shape: int, dtype: Any, device: Any, scale: float = 1.0) -> Any:
+    """Drawn on the device itself (large CUDA weights never pass through host memory), then cast."""
     import torch
 
-    t = torch.randn(*shape, generator=gen, dtype=torch.float32) * scale
-    return t.to(device=device, dtype=dtype)
+    t = torch.randn(*shape, generator=gen, dtype=torch.float32, device=device)
+    if scale != 1.0:
+        t.mul_(scale)
+    return t.to(dtype=dtype)
 
 
-def _gen(seed: int) -> Any:
+def _gen(seed: int, device: Any) -> Any:
     import torch
 
-    g = torch.Generator()
+    g = torch.Generator(device=device)
     g.manual_seed(seed)
     return g
 
@@ -108,7 +111,7 @@ def ffn_hidden(d_model: int, multiple_of: int = 256) -> int:
 
 
 def _attn_build(size: int, dims: dict, dtype: Any, device: Any, seed: int = 0) -> dict:
-    g = _gen(seed)
+    g = _gen(seed, device)
     b, h, d = dims["B"], dims["H"], dims["d_head"]
     return {k: _randn(g, b, h, size, d, dtype=dtype, device=device) for k in ("q", "k", "v")}
 
@@ -148,7 +151,7 @@ def _proj_shapes(dims: dict) -> dict[str, tuple[int, int]]:
 
 
 def _mha_build(size: int, dims: dict, dtype: Any, device: Any, seed: int = 0) -> dict:
-    g = _gen(seed)
+    g = _gen(seed, device)
     return {
         "x": _randn(g, dims["B"], size, dims["d_model"], dtype=dtype, device=device),
         "weights": _linear_weights(g, _proj_shapes(dims), dtype, device),
@@ -222,7 +225,7 @@ GQA = Workload(
 def _rope_build(size: int, dims: dict, dtype: Any, device: Any, seed: int = 0) -> dict:
     import torch
 
-    g = _gen(seed)
+    g = _gen(seed, device)
     x = _randn(g, dims["B"], dims["H"], size, dims["d_head"], dtype=dtype, device=device)
     return {"x": x, "positions": torch.arange(size, device=device)}
 
@@ -264,7 +267,7 @@ ROPE = Workload(
 
 
 def _norm_build(size: int, dims: dict, dtype: Any, device: Any, seed: int = 0) -> dict:
-    g = _gen(seed)
+    g = _gen(seed, device)
     w = 1.0 + 0.1 * _randn(g, size, dtype=dtype, device=device)
     return {"x": _randn(g, dims["N"], size, dtype=dtype, device=device), "weights": {"weight": w}}
 
@@ -298,7 +301,7 @@ RMSNORM = Workload(
 
 
 def _swiglu_build(size: int, dims: dict, dtype: Any, device: Any, seed: int = 0) -> dict:
-    g = _gen(seed)
+    g = _gen(seed, device)
     ff = ffn_hidden(size)
     shapes = {"w_gate.weight": (ff, size), "w_up.weight": (ff, size), "w_down.weight": (size, ff)}
     return {"x": _randn(g, dims["N"], size, dtype=dtype, device=device), "weights": _linear_weights(g, shapes, dtype, device)}
@@ -339,7 +342,7 @@ SWIGLU = Workload(
 
 
 def _kv_build(size: int, dims: dict, dtype: Any, device: Any, seed: int = 0) -> dict:
-    g = _gen(seed)
+    g = _gen(seed, device)
     b, d, h, h_kv = dims["B"], dims["d_model"], dims["H"], dims["H_kv"]
     dh = d // h
     return {
