@@ -142,3 +142,12 @@ def test_real_subprocess_and_lean_cli_import(home: Path) -> None:
         capture_output=True, text=True, timeout=120,
     )
     assert lean.returncode == 0, lean.stderr
+
+
+def test_strict_turns_advisories_into_failure(home: Path, tmp_path: Path) -> None:
+    chatty = tmp_path / "rmsnorm.py"
+    chatty.write_text(GOOD.read_text() + "\nprint('debugging output left in the file')\n")
+    relaxed = json.loads(run("check", str(chatty), "--json", "--seed", "4").stdout)
+    assert relaxed["status"] == "pass" and any("printed" in a for a in relaxed["advisories"])
+    res = run("check", str(chatty), "--json", "--seed", "4", "--strict")
+    assert res.exit_code == 1 and json.loads(res.stdout)["status"] == "fail"
