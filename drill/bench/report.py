@@ -64,12 +64,12 @@ def table(report: BenchReport) -> Table:
     bw_col = wl.bytes_moved is not None
     t = Table(title=f"{report.exercise}: {wl.size_name}", title_justify="left", header_style="bold")
     t.add_column(wl.size_label, justify="right")
-    t.add_column("implementation")
+    t.add_column("code", no_wrap=True)
     t.add_column("median", justify="right")
     t.add_column("IQR", justify="right")
     t.add_column("tokens/s", justify="right")
     if bw_col:
-        t.add_column("GB/s" + (" (% peak)" if report.peak_bandwidth else ""), justify="right")
+        t.add_column("GB/s" + (" (%peak)" if report.peak_bandwidth else ""), justify="right")
     t.add_column("peak mem", justify="right")
     t.add_column("vs fused", justify="right")
     for i, row in enumerate(report.rows):

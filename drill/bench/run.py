@@ -24,7 +24,7 @@ IMPL_LABELS = {"learner": "yours", "fused": "fused ref", "math": "math ref"}
 
 CHILD_SCRIPT = Path(__file__).with_name("child.py")
 BASELINE_MB = 450  # what the child holds before any input exists: torch, the reference, the learner's module
-STARTUP_SLACK_S = 30.0  # beyond --timeout: the child's own set-up (peak-bandwidth copy, module build)
+STARTUP_SLACK_S = 15.0  # beyond --timeout: the child's own set-up (peak-bandwidth copy, module build)
 
 
 @dataclass(frozen=True)
@@ -342,7 +342,7 @@ def _read_events(report: BenchReport, outcome: Any, limits: Any, wl: Workload) -
             report.stopped = str(ev.get("message", ""))
     if outcome.killed_for in ("time_limit", "memory_limit", "cpu_limit", "startup") or not outcome.finished:
         what = {
-            "time_limit": f"the overall time limit ({limits.timeout_s:g} s)",
+            "time_limit": f"the overall time limit (--timeout {limits.timeout_s - STARTUP_SLACK_S:g} s)",
             "memory_limit": f"the memory limit ({limits.memory_mb} MB)",
             "cpu_limit": "the CPU-time limit",
             "startup": "a start-up failure of the benchmark process",
