@@ -89,12 +89,49 @@ def run_chain(module: torch.nn.Module, x: torch.Tensor, calls: list[int], past: 
 def run_case(mod: Any, case: dict, tensors: dict, host: Any) -> dict[str, torch.Tensor]:
     """Execute one chain case; returns {"out": tensor} for the parent to compare.
 
-    `host` is the child module (for `resolve_attr`); tests pass any object with it.
+    `host` is the child module (`resolve_attr`, and `record` for gradient errors).
     """
     extra = case["extra"]
     args = {name: tensors[a["t"]].clone() if "t" in a else a["v"] for name, a in zip(case["arg_names"], case["args"])}
     module = build_module(mod, case, tensors, host.resolve_attr)
+    grad_inputs = case.get("grad_inputs", [])
+    for name in grad_inputs:
+        args[name].requires_grad_(True)
     past = (args["past_k"], args["past_v"]) if extra.get("past") else None
     out, cache = run_chain(module, args["x"], list(extra["calls"]), past, case["target"])
     chosen = {"out": out, "k": cache[0], "v": cache[1]}[extra["returns"]]
-    return {"out": chosen.as_subclass(torch.Tensor).detach().to("cpu").contiguous().clone()}
+    result = {"out": _plain(chosen)}
+    if case.get("upstream"):
+        result.update(_grads(chosen, tensors[case["upstream"]], args, grad_inputs, module, case, host))
+    return result
+
+
+def _plain(t: torch.Tensor) -> torch.Tensor:
+    return t.as_subclass(torch.Tensor).detach().to("cpu").contiguous().clone()
+
+
+def _grads(out, upstream, args, grad_inputs, module, case, host) -> dict[str, torch.Tensor]:
+    """Backprop `upstream` through the whole chain (the cache carries gradient between calls)."""
+    error = None
+    if not out.requires_grad:
+        error = "the output is not connected to the inputs' autograd graph"
+    elif tuple(out.shape) != tuple(upstream.shape):
+        error = "output shape differs, gradients not computed"
+    else:
+        try:
+            out.backward(upstream.to(out.dtype))
+        except Exception as exc:  # noqa: BLE001 - the learner's backward failed
+            error = f"backward raised {type(exc).__name__}: {str(exc)[:200]}"
+    grads: dict[str, torch.Tensor] = {"__grad_error__": torch.tensor([1 if error else 0])}
+    if error is not None:
+        host.record({"event": "grad_error", "case": case["index"], "message": error})
+        return grads
+    for name in grad_inputs:
+        if args[name].grad is not None:
+            grads["input:" + name] = _plain(args[name].grad)
+    if case.get("grad_params"):
+        for path in case.get("params", {}):
+            g = host.resolve_attr(module, path, case["target"]).grad
+            if g is not None:
+                grads["param:" + path] = _plain(g)
+    return grads

@@ -15,7 +15,8 @@ does inside. The splits are chosen to reveal the known mistakes:
   keys: code that stores raw keys and re-rotates them fails here);
 - the returned cache itself: rotated keys and values, in order.
 Configs cover MHA (n_kv = n_heads), MQA (n_kv = 1) and real GQA, bases
-10000 and 500000, fp32 and bf16.
+10000 and 500000, fp32 and bf16. One chained fp32 case also compares the
+gradients of x and of the four weights (they flow through the cache).
 
 The work audit (decode-step FLOPs against the cache length, rows fed to the
 projections) runs after the cases; see drill/judge/audit.py.
@@ -27,7 +28,7 @@ import torch
 
 from drill.judge.spec import FORBIDDEN_ATTENTION, FORBIDDEN_ATTENTION_CLASSES, Bug, Case, Spec
 from drill.judge.specs._attention_bugs import D as AD
-from drill.judge.specs._common import DTYPES, TOLERANCES, Draw
+from drill.judge.specs._common import DTYPES, TOLERANCES, Draw, reference_with_grads
 from drill.judge.specs._kv_bugs import KD, KV_VARIANTS, missing_scale, replay
 
 TARGET = "CachedSelfAttention"
@@ -48,7 +49,7 @@ def _weights(d: Draw, d_model: int, h: int, h_kv: int, dtype: str) -> dict[str, 
 
 def _scenario(
     d: Draw, label: str, *, h: int, h_kv: int, dh: int, calls: list[int], returns=("out",), past_len: int = 0,
-    base: float = 10000.0, dtype: str = "float32", batch: int = 2,
+    base: float = 10000.0, dtype: str = "float32", batch: int = 2, grads: bool = False,
 ) -> list[Case]:
     """Cases sharing one sequence and one set of weights: one per output checked."""
     d_model = h * dh
@@ -66,6 +67,7 @@ def _scenario(
     split = "+".join(str(n) for n in calls)
     cases = []
     for what in returns:
+        with_grads = grads and what == "out"
         cases.append(
             Case(
                 name=f"{'bf16' if dtype == 'bfloat16' else 'fp32'} {label} [{split}], {config}: {WHAT[what]}",
@@ -76,6 +78,9 @@ def _scenario(
                 params=params,
                 module_dtype=DTYPES[dtype] if dtype != "float32" else None,
                 out_dtype=DTYPES[dtype],
+                grad_inputs=("x",) if with_grads else (),
+                grad_params=with_grads,
+                upstream=d.normal(batch, sum(calls), d_model) if with_grads else None,
                 extra={"calls": list(calls), "returns": what, "past": bool(past_len)},
                 ctx={"dtype": dtype, "n_heads": h, "n_kv_heads": h_kv, "base": float(base)},
             )
@@ -90,7 +95,7 @@ def make_cases(seed: int) -> list[Case]:
     cases += _scenario(d, "all at once", h=4, h_kv=2, dh=8, calls=[t], returns=("out", "k", "v"))
     p = d.int(3, 6)
     cases += _scenario(d, "prompt then one token at a time", h=4, h_kv=2, dh=16, calls=[p, 1, 1, 1, 1],
-                       returns=("out", "k", "v"))
+                       returns=("out", "k", "v"), grads=True)
     c = d.int(2, 4)
     cases += _scenario(d, "chunks of several tokens", h=6, h_kv=3, dh=8, calls=[c, c, c], returns=("out", "k"))
     cases += _scenario(d, "uneven mix", h=8, h_kv=2, dh=8, calls=[d.int(2, 4), 1, d.int(2, 5), 1, 2], base=500000.0)
@@ -106,13 +111,17 @@ def reference(case: Case):
     """One full causal pass over the whole sequence (after the given cache, if any), in fp32."""
     from drill.reference.attention import grouped_query_attention
 
-    a, ctx = case.args, case.ctx
-    w = [case.params[f"{p}.weight"].float() for p in PROJ]
-    past = (a["past_k"].float(), a["past_v"].float()) if case.extra.get("past") else None
-    out, (k, v) = grouped_query_attention(
-        a["x"].float(), *w, ctx["n_heads"], ctx["n_kv_heads"], rope_base=ctx["base"], past_kv=past, impl="math"
-    )
-    return {"out": out, "k": k, "v": v}[case.extra["returns"]], {}
+    ctx, returns = case.ctx, case.extra["returns"]
+
+    def forward(a, p):
+        past = (a["past_k"], a["past_v"]) if case.extra.get("past") else None
+        out, (k, v) = grouped_query_attention(
+            a["x"], *(p[f"{n}.weight"] for n in PROJ), ctx["n_heads"], ctx["n_kv_heads"], rope_base=ctx["base"],
+            past_kv=past, impl="math",
+        )
+        return {"out": out, "k": k, "v": v}[returns]
+
+    return reference_with_grads(case, forward)
 
 
 def _bug(knobs: dict):
