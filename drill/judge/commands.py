@@ -21,16 +21,19 @@ from drill.errors import UserError
 
 CHECK_HELP = """Grade your implementation of an exercise with hidden tests.
 
-The exercise comes from the file name (attention.py) or --exercise. Your code
-runs in a separate, limited process; expected outputs are computed here with
-the reference model. Exit code: 0 all passed, 1 a test failed or your code
-errored, 2 usage error.
+The exercise comes from the file name (attention.py) or --exercise. A folder
+grades every <exercise>.py in it, several at once, and ends with one summary
+table. Your code runs in a separate, limited process; expected outputs are
+computed here with the reference model. gqa and kv_cache also get an
+advisory audit (K/V memory; decode-step work), which fails only with
+--strict. Exit code: 0 all passed, 1 a test failed or your code errored,
+2 usage error (with --watch: the last verdict's code after Ctrl-C).
 
 --json prints one JSON document (an object for one file, a list for several):
 exercise, file, status (pass|fail|error), seed, elapsed_s, tests_passed,
 tests_total, max_abs_err, max_rel_err, tests [{name, status, message,
 max_abs_err, max_rel_err}], diagnosis {id, title, why, fix, detail} or null,
-advisories [str]. See drill/judge/README.md.
+advisories [str], audit [str]. See drill/judge/README.md.
 """
 
 
