@@ -60,14 +60,6 @@ def register(app: typer.Typer) -> None:
         limits = Limits(timeout_s=timeout, cpu_s=cpu_time, memory_mb=memory_mb)
         with user_errors():  # every usage problem is reported before any grading starts
             items = expand(files, exercise)
-            if in_model:
-                from drill.judge.inmodel import SUPPORTED
-                from drill.judge.registry import resolve_exercise
-
-                for f, ex in items:
-                    name = resolve_exercise(f, ex)
-                    if name not in SUPPORTED:
-                        raise UserError(f"--in-model is available for {', '.join(SUPPORTED)}, not {name}", str(f))
             if watch_mode and json_out:
                 raise UserError("--watch and --json cannot be combined")
         opts = {"seed": seed, "limits": limits, "strict": strict, "in_model": in_model, "audit": not no_audit}
@@ -162,8 +154,12 @@ def _grade_items(items: list, opts: dict, out: Console, *, verbose: bool, quiet:
 
     t0 = time.monotonic()
 
-    def grade(f: Path, ex: str | None, pool):
-        return check_file(f, ex, pool=pool, **opts)
+    def grade(f: Path, ex: str | None, pool):  # several files: --in-model applies to those with a slot for it
+        from drill.judge.inmodel import SUPPORTED
+        from drill.judge.registry import resolve_exercise
+
+        in_model = opts["in_model"] and resolve_exercise(f, ex) in SUPPORTED
+        return check_file(f, ex, pool=pool, **{**opts, "in_model": in_model})
 
     with user_errors():
         if not quiet and sys.stderr.isatty():
