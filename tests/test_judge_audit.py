@@ -72,6 +72,17 @@ def test_storage_tracker_counts_peak_and_frees() -> None:
     assert t.peak == 8192 and t.current == 0 and t.total == 3 * 4096
 
 
+def test_quadratic_recompute_module_is_called_out() -> None:
+    """A correct module that re-runs full attention over its history each step (the bench fixture)."""
+    quadratic = Path(__file__).parent / "fixtures" / "bench" / "kv_cache_quadratic.py"
+    if not quadratic.exists():
+        pytest.skip("bench fixture not present")
+    data = audit.run(kv_cache.SPEC.audit, _load(quadratic), HOST)
+    lines, advice = audit.judge("kv_work", data)
+    assert "faster than linear" in lines[0]
+    assert any("faster than linearly" in a for a in advice) and any("re-projected" in a for a in advice)
+
+
 def test_quadratic_work_is_called_out() -> None:
     data = {"lengths": [16, 32, 48, 64], "flops": [16**2, 32**2, 48**2, 64**2], "rows": {"q_proj": [1] * 4,
             "k_proj": [1] * 4, "v_proj": [1] * 4}}
