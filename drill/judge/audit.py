@@ -100,7 +100,7 @@ class StorageTracker(TorchDispatchMode):
         seen: frozenset = frozenset().union(*(self._label(t) for t in inputs)) if inputs else frozenset()
         if name in CONTRACTIONS:
             made = frozenset(lbl[1:] for lbl in seen if lbl in ("WK", "WV"))
-        elif func.is_view or name in MOVEMENT or torch.Tag.pointwise in func.tags:
+        elif getattr(func, "is_view", False) or name in MOVEMENT or torch.Tag.pointwise in getattr(func, "tags", ()):
             made = seen
         else:
             made = frozenset()
@@ -115,7 +115,7 @@ class StorageTracker(TorchDispatchMode):
                 self.total += nbytes
                 self.peak = max(self.peak, self.current)
                 self.labels[p] = made
-            elif p in self.live and made and func.overloadpacket.__name__.endswith("_"):
+            elif p in self.live and made and name.endswith("_"):
                 self.labels[p] = self.labels.get(p, frozenset()) | made  # in-place write of K/V data
             if p in self.live:
                 self.live[p][1] += 1
