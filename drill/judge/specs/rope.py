@@ -21,6 +21,9 @@ a wrong declaration can only fail, never pass.
 Tolerances grow with the largest position: correct fp32-angle solutions
 differ from each other by about 1e-7 x position (fp32 spacing of the angle),
 so a case at position 12000 allows ~4e-3 more than one at position 100.
+Gradients are compared with the engine's one fixed gradient tolerance, so
+only cases with positions below ~600 check them (at position ~3000 a correct
+fp32 solution's gradient already differs by ~5e-4 from the reference's).
 """
 
 from __future__ import annotations
@@ -118,7 +121,7 @@ def make_cases(seed: int) -> list[Case]:
     cases = []
     dh, t = d.choice([16, 32]), d.int(4, 9)
     cases.append(_case(d, f"fp32 positions 0..T-1, d_head={dh}", d.normal(2, 3, t, dh), torch.arange(t), 10000.0, grads=True))
-    dh, t, start = d.choice(dims), d.int(3, 8), d.int(50, 900)
+    dh, t, start = d.choice(dims), d.int(3, 8), d.int(50, 500)
     cases.append(_case(d, f"fp32 positions offset by {start} (a later chunk), d_head={dh}", d.normal(1, 4, t, dh),
                        torch.arange(start, start + t), 10000.0, grads=True))
     dh, t = d.choice(dims), d.int(5, 10)
@@ -128,7 +131,7 @@ def make_cases(seed: int) -> list[Case]:
                        torch.arange(start, start + t), 10000.0))
     dh, t, start = d.choice([16, 64]), d.int(4, 8), d.int(100, 4000)
     cases.append(_case(d, f"fp32 base 500000 (Llama 3), positions from {start}, d_head={dh}", d.normal(2, 2, t, dh),
-                       torch.arange(start, start + t), 500000.0, grads=True))
+                       torch.arange(start, start + t), 500000.0))
     dh, t = d.choice([8, 16]), d.int(2, 5)
     cases.append(_case(d, f"fp32 small d_head={dh}, single-digit gaps", d.normal(3, 1, t, dh), _gaps(d, t, 12), 10000.0))
     dh, t, start = d.choice([32, 64]), d.int(3, 6), d.int(8000, 12000)
