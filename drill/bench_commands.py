@@ -6,7 +6,6 @@ imports torch at import time (`drill quiz` start-up must stay fast).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
@@ -91,6 +90,8 @@ def _refuse(result, json_out: bool) -> None:
     line = (f"{result.file} does not pass drill check ({result.passed}/{result.total} tests), so it is not benchmarked: "
             f"{reason}. Run `drill check {result.file}` for the full report.")
     if json_out:
+        import json
+
         typer.echo(json.dumps({"exercise": result.exercise, "file": result.file, "status": "refused",
                                "reason": reason, "check": result.to_json()}, indent=2))
     from rich.markup import escape

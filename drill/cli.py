@@ -16,6 +16,9 @@ from drill.judge import commands as judge_commands
 from drill.mock_commands import register as register_mock
 from drill.quiz import commands as quiz_commands
 from drill.bench_commands import register as register_bench
+from drill.cliutil import install_fast_coercion
+
+install_fast_coercion()
 
 app = typer.Typer(
     name="drill",

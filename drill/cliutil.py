@@ -47,3 +47,98 @@ def _escape(text: str) -> str:
     from rich.markup import escape
 
     return escape(text)
+
+
+# --- start-up: option values without pydantic -----------------------------------
+
+
+def install_fast_coercion() -> None:
+    """Coerce drill's plain option types (str, int, float, bool, Path, lists of them) without pydantic.
+
+    Why: Typer 0.2x checks every non-flag option value through a pydantic
+    TypeAdapter, and importing pydantic and building the adapters costs about
+    80 ms on every start — more than `drill quiz` needs to load its bank and
+    show the first question. The checks drill relies on (a number that parses,
+    min/max, a path) are a few lines of plain Python. Anything else, and any
+    Typer without this hook, keeps Typer's own coercion; errors are Typer's
+    BadParameter, so messages and exit code 2 stay as they were.
+    """
+    try:
+        from typer import _coercion, _param_types, core
+        from typer._click.exceptions import BadParameter
+    except ImportError:  # an older Typer: click coercion, no pydantic to avoid
+        return
+    original = getattr(core, "build_runtime_param", None)
+    base = getattr(_coercion, "RuntimeParam", None)
+    if original is None or base is None or getattr(original, "drill_fast", False):
+        return
+    from dataclasses import dataclass
+    from pathlib import Path
+    from typing import Any, get_args, get_origin
+
+    scalars = (str, int, float, bool, Path)
+    truth = {"1": True, "true": True, "t": True, "yes": True, "y": True, "on": True,
+             "0": False, "false": False, "f": False, "no": False, "n": False, "off": False}
+
+    def leaf(annotation: Any) -> type | None:
+        if get_origin(annotation) is list:
+            args = get_args(annotation)
+            return args[0] if len(args) == 1 and args[0] in scalars else None
+        return annotation if annotation in scalars else None
+
+    @dataclass(frozen=True)
+    class PlainRuntimeParam(base):  # type: ignore[misc, valid-type]
+        kind: type = str
+
+        def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
+            if isinstance(value, (list, tuple)):
+                return [self._one(item, param, ctx) for item in value]
+            return self._one(value, param, ctx)
+
+        def _one(self, value: Any, param: Any, ctx: Any) -> Any:
+            info = self.parameter_info
+            if self.kind is Path:
+                path = value if isinstance(value, Path) else Path(value)
+                return _param_types.coerce_cli_path(path, info, path_type=Path, param=param, ctx=ctx)
+            if self.kind is str:
+                return value if isinstance(value, str) else str(value)
+            if self.kind is bool:
+                if isinstance(value, bool):
+                    return value
+                word = str(value).strip().lower()
+                if word not in truth:
+                    raise BadParameter(f"{value!r} is not a valid boolean.", ctx=ctx, param=param)
+                return truth[word]
+            if isinstance(value, bool):
+                raise BadParameter(f"{value!r} is not a valid {self.kind.__name__}.", ctx=ctx, param=param)
+            try:
+                number = self.kind(value.strip() if isinstance(value, str) else value)
+            except (TypeError, ValueError):
+                what = "an integer" if self.kind is int else "a number"
+                raise BadParameter(f"{value!r} is not {what}.", ctx=ctx, param=param) from None
+            if self.kind is float and number != number:
+                raise BadParameter(f"{value!r} is not a number.", ctx=ctx, param=param)
+            low, high = info.min, info.max
+            if info.clamp:
+                number = max(number, low) if low is not None else number
+                number = min(number, high) if high is not None else number
+            elif (low is not None and number < low) or (high is not None and number > high):
+                bounds = " and ".join(b for b in (f">= {low}" if low is not None else "", f"<= {high}" if high is not None else "") if b)
+                raise BadParameter(f"{value} is out of range: it must be {bounds}.", ctx=ctx, param=param)
+            return number
+
+    def build(descriptor: Any) -> Any:
+        info = descriptor.parameter_info
+        kind = leaf(descriptor.annotation)
+        plain = (
+            kind is not None
+            and descriptor.file_annotation is None
+            and getattr(info, "parser", None) is None
+            and getattr(info, "path_type", None) is None
+        )
+        if not plain:
+            return original(descriptor)
+        return PlainRuntimeParam(parameter_info=info, annotation=descriptor.annotation, kind=kind)
+
+    build.drill_fast = True  # type: ignore[attr-defined]
+    core.build_runtime_param = build

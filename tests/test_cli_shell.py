@@ -53,3 +53,40 @@ def test_console_script_runs() -> None:
         timeout=60,
     )
     assert proc.returncode == 0 and __version__ in proc.stdout
+
+
+# --- start-up: what a quiz start may import ------------------------------------
+
+
+def _imports_of_quiz_start(home: str) -> set[str]:
+    """Module names imported by `drill quiz -n 1 --cram` (stdin empty), via -X importtime."""
+    import os
+
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "from drill.cli import main; main()", "quiz", "-n", "1", "--cram"],
+        input="", capture_output=True, text=True, timeout=120, env={**os.environ, "DRILL_HOME": home},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+
+
+def test_quiz_start_skips_pydantic_and_warm_start_skips_yaml(tmp_path) -> None:
+    # Typer's own option coercion would import pydantic (~80 ms); drill's plain one must not.
+    cold = _imports_of_quiz_start(str(tmp_path))
+    assert "pydantic" not in cold and "torch" not in cold
+    assert "yaml" in cold  # the first start parses the bank...
+    warm = _imports_of_quiz_start(str(tmp_path))
+    assert "yaml" not in warm  # ...later ones start from the parse cache
+
+
+def test_plain_option_coercion_still_rejects_bad_values() -> None:
+    cases = [
+        (["quiz", "-n", "abc"], "'abc' is not an integer"),
+        (["quiz", "-n", "0"], "must be >= 1"),
+        (["quiz", "--retention", "x"], "'x' is not a number"),
+        (["mock", "--minutes", "soon"], "'soon' is not a number"),
+    ]
+    for args, message in cases:
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, (args, result.output)
+        assert message in " ".join(result.output.split()), (args, result.output)

@@ -11,10 +11,10 @@ bank that passed every check.
 
 from __future__ import annotations
 
-import hashlib
 import marshal
 import os
 import sys
+import zlib
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -163,7 +163,9 @@ def _cache_path(path: Path, cache_dir: Path | None) -> Path | None:
             cache_dir = data_home() / "cache"
         except Exception:  # noqa: BLE001
             return None
-    digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:16]
+    # Only names the file: the key inside decides whether it is used, so a clash costs a rebuild,
+    # never a wrong bank. (crc32, not hashlib: loading OpenSSL costs milliseconds per start.)
+    digest = f"{zlib.crc32(str(path.resolve()).encode()):08x}"
     return cache_dir / f"bank-{digest}.marshal"
 
 

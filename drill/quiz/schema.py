@@ -36,6 +36,7 @@ KIND_OPTIONAL: dict[str, tuple[str, ...]] = {
 
 @dataclass(frozen=True)
 class KeyPoint:
+    """One point a recall answer should make; `patterns` pre-tick it."""
     text: str
     patterns: tuple[str, ...] = ()
     line: int = field(default=0, compare=False)
@@ -51,12 +52,14 @@ class KeyPoint:
 
 @dataclass(frozen=True)
 class CommonWrong:
+    """A tempting wrong answer and why it is wrong."""
     answer: str
     why: str
 
 
 @dataclass(frozen=True)
 class Option:
+    """One choice option; `feedback` is shown when it is picked or is right."""
     text: str
     correct: bool
     feedback: str = ""
@@ -64,12 +67,14 @@ class Option:
 
 @dataclass(frozen=True)
 class WrongAnswer:
+    """A known wrong numeric value and the mistake that produces it."""
     value: float
     feedback: str
 
 
 @dataclass(frozen=True)
 class WrongFormula:
+    """A parametric question's known mistake, as a formula."""
     formula: str
     feedback: str
     line: int = field(default=0, compare=False)
@@ -118,12 +123,14 @@ class Question:
 
 @dataclass(frozen=True, kw_only=True)
 class RecallQuestion(Question):
+    """Free recall: the learner compares with the model answer and rates themselves."""
     answer: str
     key_points: tuple[KeyPoint, ...]
 
 
 @dataclass(frozen=True, kw_only=True)
 class ChoiceQuestion(Question):
+    """Single or multiple choice, checked automatically."""
     options: tuple[Option, ...]
 
     @property
@@ -138,6 +145,7 @@ class ChoiceQuestion(Question):
 
 @dataclass(frozen=True, kw_only=True)
 class NumericQuestion(Question):
+    """A number (with a unit), checked within a tolerance."""
     answer: float
     unit: str = ""
     tolerance: Tolerance = field(default_factory=Tolerance)
@@ -147,6 +155,7 @@ class NumericQuestion(Question):
 
 @dataclass(frozen=True, kw_only=True)
 class ParametricQuestion(Question):
+    """A numeric question with values drawn per ask; the answer is a formula of them."""
     params: tuple[ParamSpec, ...]
     formula: str
     derived: tuple[tuple[str, str], ...] = ()

@@ -6,16 +6,19 @@ one when libyaml is present, for start-up speed) builds `LineDict`s that carry
 the line of the mapping and of each key, and records duplicate keys, which
 YAML itself would silently overwrite (a second `prompt:` must be an error).
 Only the safe constructors are registered: no Python objects, ever.
+
+PyYAML itself is imported on the first parse, not with this module: a quiz
+that starts from the parse cache (every start but the first) never needs it.
 """
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
-
-_Base: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+if TYPE_CHECKING:
+    import yaml
 
 
 class LineDict(dict):
@@ -31,10 +34,6 @@ class LineDict(dict):
     def line_of(self, key: str) -> int:
         """Line of `key` if present, else of the mapping itself."""
         return self.key_lines.get(key, self.line)
-
-
-class _LineLoader(_Base):  # type: ignore[misc, valid-type]
-    pass
 
 
 def _construct_mapping(loader: Any, node: yaml.MappingNode) -> Any:
@@ -55,7 +54,15 @@ def _construct_mapping(loader: Any, node: yaml.MappingNode) -> Any:
         data.key_lines[key] = line
 
 
-_LineLoader.add_constructor("tag:yaml.org,2002:map", _construct_mapping)
+@lru_cache(maxsize=1)
+def _line_loader() -> type:
+    """The SafeLoader subclass (C-accelerated when libyaml is present) that builds LineDicts."""
+    import yaml
+
+    base: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    loader = type("_LineLoader", (base,), {})
+    loader.add_constructor("tag:yaml.org,2002:map", _construct_mapping)
+    return loader
 
 
 class YamlSyntaxError(Exception):
@@ -75,8 +82,10 @@ def read_yaml(path: Path) -> Any:
         text_str = text.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise YamlSyntaxError(0, f"not UTF-8 text (byte {exc.start}); save the file as UTF-8") from None
+    import yaml
+
     try:
-        return yaml.load(text_str, Loader=_LineLoader)  # noqa: S506 - a SafeLoader subclass
+        return yaml.load(text_str, Loader=_line_loader())  # noqa: S506 - a SafeLoader subclass
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else 0
