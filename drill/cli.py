@@ -16,7 +16,7 @@ from drill.judge import commands as judge_commands
 from drill.mock_commands import register as register_mock
 from drill.quiz import commands as quiz_commands
 from drill.bench_commands import register as register_bench
-from drill.cliutil import install_fast_coercion
+from drill.cliutil import EXIT_USAGE, err_console, install_fast_coercion
 
 install_fast_coercion()
 
@@ -52,12 +52,74 @@ register_bench(app)
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point.
+
+    Runs Typer in non-standalone mode so that usage errors (a mistyped flag or
+    command, a bad value) come out as ONE line on stderr with exit code 2, as
+    every other drill error does, instead of a multi-line box. Before that it
+    makes the standard streams safe to use: a closed stdin/stdout/stderr is
+    replaced by /dev/null (otherwise the next file drill opens — the progress
+    store — would take its descriptor), and output that the terminal's encoding
+    cannot show (`✓` under a Latin-1 locale) is replaced instead of crashing
+    mid-question.
+    """
+    try:  # Typer >= 0.2x vendors Click; older ones use the click package
+        from typer._click.exceptions import ClickException, UsageError
+    except ImportError:
+        from click.exceptions import ClickException, UsageError
+    Abort = typer.Abort
+
+    _reopen_closed_std_streams()
+    _tolerate_unencodable_output()
     try:
-        app()
-    except KeyboardInterrupt:
+        code = app(standalone_mode=False)
+    except UsageError as exc:
+        if exc.__class__.__name__ == "NoArgsIsHelpError" and exc.ctx is not None:
+            typer.echo(exc.ctx.get_help())
+            sys.exit(EXIT_USAGE)
+        hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
+        _one_line_error(exc.format_message() + hint)
+        sys.exit(EXIT_USAGE)
+    except ClickException as exc:
+        _one_line_error(exc.format_message())
+        sys.exit(exc.exit_code)
+    except (KeyboardInterrupt, Abort):
         sys.stderr.write("\ninterrupted\n")
         sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _one_line_error(message: str) -> None:
+    from rich.markup import escape
+
+    err_console.print(f"[bold red]error:[/] {escape(' '.join(message.split()))}", soft_wrap=True)
+
+
+def _reopen_closed_std_streams() -> None:
+    import io
+    import os
+
+    for fd, name, mode in ((0, "stdin", "r"), (1, "stdout", "w"), (2, "stderr", "w")):
+        try:
+            os.fstat(fd)
+            continue
+        except OSError:
+            pass
+        null = os.open(os.devnull, os.O_RDWR)
+        if null != fd:  # lowest free descriptor: it is `fd` when `fd` was the closed one
+            os.dup2(null, fd)
+            os.close(null)
+        setattr(sys, name, io.TextIOWrapper(io.FileIO(fd, mode, closefd=False), encoding="utf-8", errors="replace"))
+
+
+def _tolerate_unencodable_output() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
+        if encoding != "utf8" and hasattr(stream, "reconfigure"):
+            try:
+                stream.reconfigure(errors="replace")
+            except (ValueError, OSError):
+                pass
 
 
 if __name__ == "__main__":

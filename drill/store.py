@@ -23,6 +23,8 @@ from drill.errors import UserError
 from drill.paths import data_home
 
 DB_NAME = "progress.db"
+# How long a write waits for another process's write lock before giving up with a message.
+BUSY_TIMEOUT_S = 10.0
 
 # Forward migrations: MIGRATIONS[i] takes the schema from version i to i + 1.
 # Append new steps; never edit a released one (users' files already ran it).
@@ -121,17 +123,20 @@ class Store:
 
     def __init__(self, path: Path | str | None = None) -> None:
         self.path = Path(path) if path is not None else default_path()
+        folder = self.path.parent
+        if folder.exists() and not folder.is_dir():
+            raise UserError("the progress folder is a file, not a folder; point DRILL_HOME at a folder", str(folder))
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise UserError(f"cannot create the progress folder: {exc.strerror}", str(self.path.parent)) from exc
+            raise UserError(f"cannot create the progress folder ({exc.strerror}); set DRILL_HOME to a writable folder", str(folder)) from exc
         try:
             # isolation_level=None: we issue BEGIN/COMMIT ourselves, one transaction per write.
-            self._db = sqlite3.connect(self.path, timeout=10.0, isolation_level=None)
+            self._db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
         except sqlite3.Error as exc:
             raise UserError(f"cannot open the progress store: {exc}", str(self.path)) from exc
         try:
-            self._db.execute("PRAGMA busy_timeout = 10000")
+            self._db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
             version = self._db.execute("PRAGMA user_version").fetchone()[0]
             if version > SCHEMA_VERSION:
                 raise UserError(
@@ -142,6 +147,11 @@ class Store:
             self._db.execute("PRAGMA journal_mode = WAL")
             self._db.execute("PRAGMA foreign_keys = ON")
             self._migrate(version)
+        except sqlite3.OperationalError as exc:
+            # Not a damaged file: a folder we may not write (WAL needs its -shm/-wal files
+            # beside the database), or another process holding the lock past busy_timeout.
+            self._db.close()
+            raise _operational_error(exc, self.path) from exc
         except sqlite3.DatabaseError as exc:
             self._db.close()
             raise UserError(
@@ -171,14 +181,25 @@ class Store:
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """One write transaction; BEGIN IMMEDIATE takes the write lock up front so
         two processes queue instead of failing halfway."""
-        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise _operational_error(exc, self.path) from exc
         try:
             yield self._db
-        except BaseException:
-            self._db.execute("ROLLBACK")
+        except BaseException as exc:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.OperationalError):  # disk full, lost lock, read-only
+                raise _operational_error(exc, self.path) from exc
             raise
         else:
-            self._db.execute("COMMIT")
+            try:
+                self._db.execute("COMMIT")
+            except sqlite3.OperationalError as exc:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise _operational_error(exc, self.path) from exc
 
     def close(self) -> None:
         self._db.close()
@@ -313,6 +334,28 @@ class Store:
             "SELECT id, started_at, ended_at, status, minutes, exercise, score, report_json FROM mocks ORDER BY id"
         )
         return [dict(r) for r in rows]
+
+
+class StoreUnavailable(UserError):
+    """The store is fine but cannot be used right now (locked, read-only, disk full).
+
+    A write that raises this saved nothing; every earlier write is intact."""
+
+
+def _operational_error(exc: sqlite3.OperationalError, path: Path) -> StoreUnavailable:
+    """One actionable line for SQLite's operational errors (the file itself is not damaged)."""
+    text = str(exc).lower()
+    if "locked" in text or "busy" in text:
+        what = ("another drill (or program) is holding the progress store's write lock; "
+                "nothing was saved by this step — finish or close the other one and retry")
+    elif "readonly" in text or "read-only" in text or "unable to open" in text:
+        what = (f"cannot write the progress store ({exc}): the file or its folder is read-only; "
+                "fix the permissions or set DRILL_HOME to a writable folder")
+    elif "full" in text:
+        what = "the disk is full: nothing was saved by this step — free some space and retry"
+    else:
+        what = f"the progress store cannot be used right now ({exc}); the file was left untouched"
+    return StoreUnavailable(what, str(path))
 
 
 def _split_sql(script: str) -> list[str]:

@@ -56,6 +56,10 @@ def stream_reader(
 ) -> DeadlineReader:
     """Read lines from `stream` (default stdin) until the countdown runs out."""
     source = stream if stream is not None else sys.stdin
+    if source is None:  # stdin was closed: nothing will ever be typed
+        import io
+
+        source = io.StringIO()
     try:
         fd: int | None = source.fileno()
     except (AttributeError, OSError, ValueError):

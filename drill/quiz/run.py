@@ -85,6 +85,8 @@ def run_quiz(
             cards = store.cards()
             due_left = sum(1 for q in pool if q.id in cards and parse_time(cards[q.id]["due"]) <= later)
         render_summary(console, result, cram=options.cram, due_left=due_left)
+        if result.ended_by == "error":
+            raise UserError(result.error)  # one line on stderr, exit 2, after the summary
         return EXIT_INTERRUPTED if result.ended_by == "interrupt" else 0
     finally:
         if own_store:

@@ -34,7 +34,7 @@ from drill.quiz.schema import (
     RecallQuestion,
     letter,
 )
-from drill.store import Store
+from drill.store import Store, StoreUnavailable
 
 QUIT_WORDS = {"q", "quit", ":q", "exit"}
 HINT_WORDS = {"?", "hint"}
@@ -74,7 +74,7 @@ def terminal_reader(console: Console) -> LineReader:
             except EOFError:
                 console.print()
                 return None
-        line = sys.stdin.readline()
+        line = sys.stdin.readline() if sys.stdin is not None else ""  # None: stdin was closed
         if not line:
             console.print()
             return None
@@ -91,7 +91,8 @@ class SessionResult:
     ratings: Counter[int] = field(default_factory=Counter)
     auto_right: int = 0
     auto_wrong: int = 0
-    ended_by: str = "done"  # done | quit | eof | interrupt
+    ended_by: str = "done"  # done | quit | eof | interrupt | error
+    error: str = ""  # why the store refused a write (ended_by == "error")
     seconds: float = 0.0
     missed: list[str] = field(default_factory=list)
 
@@ -152,6 +153,11 @@ class Session:
         except KeyboardInterrupt:
             result.ended_by = "interrupt"
             self.console.print()
+        except StoreUnavailable as exc:
+            # Locked or read-only store: this answer is not saved, earlier ones are. Stop
+            # here (the next one could not be saved either) and still show the summary.
+            result.ended_by = "error"
+            result.error = str(exc)
         result.seconds = time.monotonic() - started
         return result
 
@@ -360,6 +366,7 @@ def render_summary(console: Console, result: SessionResult, *, cram: bool, due_l
         "quit": "Session ended (q)",
         "eof": "Session ended (end of input)",
         "interrupt": "Session interrupted (Ctrl-C)",
+        "error": "Session stopped: the last answer could not be saved",
     }[result.ended_by]
     console.print(Text(f"{ended} — {result.saved} review{'s' * (result.saved != 1)} saved" + (" (cram: schedule untouched)" if cram else ""), style="bold"))
     if result.asked:
