@@ -40,6 +40,7 @@ class Result:
     tests: list[TestResult] = field(default_factory=list)
     diagnosis: Any = None  # spec.Diagnosis or None
     diagnosis_detail: str = ""
+    diagnosis_partial: bool = False  # the named mistake explains only some failing tests
     advisories: list[str] = field(default_factory=list)
     audit: list[str] = field(default_factory=list)  # audit measurements, shown whether or not they advise
     elapsed_s: float = 0.0
@@ -82,7 +83,8 @@ class Result:
             ],
             "diagnosis": None
             if d is None
-            else {"id": d.id, "title": d.title, "why": d.why, "fix": d.fix, "detail": self.diagnosis_detail},
+            else {"id": d.id, "title": d.title, "why": d.why, "fix": d.fix, "detail": self.diagnosis_detail,
+                  "partial": self.diagnosis_partial},
             "advisories": list(self.advisories),
             "audit": list(self.audit),
         }
@@ -331,6 +333,7 @@ def _grade(result: Result, spec: Any, cases: list, child: Any, outcome: Any, str
         else:
             verdict = diagnose_cases(spec, unit, tol_of)
             result.diagnosis, result.diagnosis_detail = verdict.diagnosis, verdict.detail
+            result.diagnosis_partial = verdict.partial
 
     result.advisories = _advisories(spec, cases, evals, outcome)
     for e in events:

@@ -88,6 +88,7 @@ class CaseEval:
 class Verdict:
     diagnosis: Diagnosis
     detail: str  # the specific evidence: op and line, the exception, the worst mismatch
+    partial: bool = False  # the named mistake explains only some failing tests (more than one mistake)
 
 
 def where(record: dict[str, Any]) -> str:
@@ -169,45 +170,84 @@ def diagnose_cases(spec: Spec, evals: list[CaseEval], tolerance_of: Any) -> Verd
 
 
 def match_bug(spec: Spec, evals: list[CaseEval], tolerance_of: Any) -> Verdict | None:
-    """The known-bug variant consistent with every tensor-returning case, if one is."""
-    from drill.judge.compare import compare
+    """The known-bug variant consistent with every tensor-returning case, if one is.
 
+    When none is, a variant that reproduces the learner's output exactly on
+    some failing tests (while other failing tests differ from it) is still
+    named, flagged as a partial match: that part of the code has this mistake,
+    and there is at least one more. Never a confident single name then.
+    """
     if not evals or all(ev.forward.ok for ev in evals):
         return None
-    best: tuple[int, Bug] | None = None
-    for bug in spec.bugs:
-        explained = 0
-        consistent = True
-        for ev in evals:
-            case = ev.case
-            try:
-                produced = bug.fn(case)
-            except Exception:  # noqa: BLE001 - a variant that cannot run on this case says nothing
-                produced = None
-            tol = tolerance_of(case)
-            if produced is None:
-                variant, unknown = None, None
-            elif isinstance(produced, tuple):
-                variant, unknown = produced
-            else:
-                variant, unknown = produced, None
-            learner_ok = compare(ev.got, case.expected, tol, care=case.care, ignore=unknown).ok
-            if variant is None:
-                variant_ok = True
-            else:
-                variant_ok = compare(variant, case.expected, tol, care=case.care, ignore=unknown).ok
-            if learner_ok != variant_ok:
-                consistent = False
-                break
-            if not learner_ok:
-                if not compare(ev.got, variant, tol, care=case.care, ignore=unknown).ok:
-                    consistent = False
-                    break
+    n_failing = sum(not ev.forward.ok for ev in evals)
+    consistent: list[tuple[int, int, Bug]] = []  # (explained, order, bug)
+    partial: list[tuple[int, int, Bug]] = []
+    for order, bug in enumerate(spec.bugs):
+        explained, matched, is_consistent = _score_bug(bug, evals, tolerance_of)
+        if is_consistent and explained:
+            consistent.append((explained, -order, bug))
+        elif matched:
+            partial.append((matched, -order, bug))
+    if consistent:
+        n, _, bug = max(consistent, key=lambda t: t[:2])
+        label = f" ({bug.label})" if bug.label else ""
+        detail = f"your output matches this mistake{label} on {n} failing test{'s' if n != 1 else ''}"
+        others = _other_ids(bug, [b for _, _, b in consistent])
+        if others:
+            detail += f"; also consistent with: {', '.join(others)}"
+        return Verdict(bug.diagnosis, detail)
+    if partial:
+        n, _, bug = max(partial, key=lambda t: t[:2])
+        label = f" ({bug.label})" if bug.label else ""
+        rest = n_failing - n
+        detail = (
+            f"your output matches this mistake{label} exactly on {n} of {n_failing} failing tests, "
+            f"but {rest} other failing test{'s differ' if rest != 1 else ' differs'} from it too: "
+            "there is probably more than one mistake; fix this one first"
+        )
+        others = _other_ids(bug, [b for _, _, b in partial])
+        if others:
+            detail += f" (parts also match: {', '.join(others)})"
+        return Verdict(bug.diagnosis, detail, partial=True)
+    return None
+
+
+def _other_ids(best: Bug, bugs: list[Bug]) -> list[str]:
+    seen: list[str] = []
+    for b in bugs:
+        if b.diagnosis.id != best.diagnosis.id and b.diagnosis.id not in seen:
+            seen.append(b.diagnosis.id)
+    return seen
+
+
+def _score_bug(bug: Bug, evals: list[CaseEval], tolerance_of: Any) -> tuple[int, int, bool]:
+    """(failing cases explained if consistent, failing cases matched exactly, consistent with all cases)."""
+    from drill.judge.compare import compare
+
+    explained = matched = 0
+    consistent = True
+    for ev in evals:
+        case = ev.case
+        try:
+            produced = bug.fn(case, ev.got) if bug.fit else bug.fn(case)
+        except Exception:  # noqa: BLE001 - a variant that cannot run on this case says nothing
+            produced = None
+        tol = tolerance_of(case)
+        if produced is None:
+            variant, unknown = None, None
+        elif isinstance(produced, tuple):
+            variant, unknown = produced
+        else:
+            variant, unknown = produced, None
+        learner_ok = compare(ev.got, case.expected, tol, care=case.care, ignore=unknown).ok
+        variant_ok = True if variant is None else compare(variant, case.expected, tol, care=case.care, ignore=unknown).ok
+        if learner_ok != variant_ok:
+            consistent = False
+            continue
+        if not learner_ok:
+            if compare(ev.got, variant, tol, care=case.care, ignore=unknown).ok:
                 explained += 1
-        if consistent and explained and (best is None or explained > best[0]):
-            best = (explained, bug)
-    if best is None:
-        return None
-    n, bug = best
-    label = f" ({bug.label})" if bug.label else ""
-    return Verdict(bug.diagnosis, f"your output matches this mistake{label} on {n} failing test{'s' if n != 1 else ''}")
+                matched += 1
+            else:
+                consistent = False
+    return explained, matched, consistent

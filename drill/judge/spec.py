@@ -58,8 +58,13 @@ class Bug:
     """
 
     diagnosis: Diagnosis
-    fn: Callable[[Case], Any]
+    fn: Callable[..., Any]
     label: str = ""
+    # A family of mistakes with a free parameter (e.g. "some other scale factor"): fn(case, got)
+    # receives the learner's output and returns the family member closest to it. The
+    # consistency rule still applies to every case, so a fit can only name a mistake whose
+    # every failing case is reproduced exactly by one member of the family.
+    fit: bool = False
 
 
 @dataclass

@@ -11,6 +11,7 @@ those elements are returned in the `unknown` mask and left out of matching.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -111,12 +112,15 @@ def _scale(factor):
     return fn
 
 
-def _axis(dim: int):
+def _axis(dim):
+    """Softmax over another axis; dim="implicit" is F.softmax without dim (PyTorch's legacy rule)."""
+
     def fn(q, k, v, mask, dtype):
         nd = q.dim()
-        if dim % nd == nd - 1 or (dim < 0 and -dim > nd) or dim >= nd:
+        axis = (0 if nd in (0, 1, 3) else 1) if dim == "implicit" else dim
+        if axis % nd == nd - 1 or (axis < 0 and -axis > nd) or axis >= nd:
             return None
-        o = attend(q, k, v, mask, dim=dim)
+        o = attend(q, k, v, mask, dim=axis)
         return o, torch.isnan(o)  # NaN only from groups the mask blocks entirely
 
     return fn
@@ -132,16 +136,62 @@ def _masked(fill: str, invert: bool = False, guard: bool = False, only_fp16: boo
     return fn
 
 
+# exp() overflows above these logits: fp16 (exp(11.09) > 65504), fp32/bf16, fp64.
+_EXP_OVERFLOW = {torch.float16: 11.0, "single": 88.0, torch.float64: 709.0}
+
+
 def _naive(q, k, v, mask, dtype):
-    out, unknown = _guard(attend(q, k, v, mask, naive_exp=True), mask)
-    # A row whose logits are all below ~-103 underflows to exp() == 0 everywhere:
-    # 0/0 = NaN, or 0 if the learner guards the denominator. Either is this bug.
-    s = (q.float() @ k.float().transpose(-2, -1)) / math.sqrt(q.shape[-1])
+    """exp() without the row max, computed in float64 (NaN where even fp64 overflows).
+
+    Rows whose largest logit overflows the learner's compute dtype but not
+    float64 are left unknown: code computing in fp32 gives NaN there, code
+    computing in fp64 (or fp16: more NaN rows) gets them right or wrong by its
+    own dtype, which the variant cannot know. Rows whose exp() all underflow in
+    fp32 (0/0) are unknown too.
+    """
+    q64, k64, v64 = q.double(), k.double(), v.double()
+    out = attend(q64, k64, v64, mask, naive_exp=True, dtype=torch.float64)
+    unknown = rows_unknown(mask, out)
+    s = (q64 @ k64.transpose(-2, -1)) / math.sqrt(q.shape[-1])
     if mask is not None:
         s = s.masked_fill(~mask, float("-inf"))
-    dead = (torch.exp(s).sum(dim=-1, keepdim=True) == 0)
-    dead = torch.broadcast_to(dead, (*out.shape[:-1], 1)).expand(out.shape)
-    return out, unknown | dead
+    row_max = s.amax(dim=-1, keepdim=True)
+    low = _EXP_OVERFLOW[torch.float16] if dtype == torch.float16 else _EXP_OVERFLOW["single"]
+    dtype_dependent = (row_max > low) & (row_max <= _EXP_OVERFLOW[torch.float64])
+    dead = torch.exp(s.float()).sum(dim=-1, keepdim=True) == 0  # 0/0 = NaN, or 0 if the learner guards it
+    rows = torch.broadcast_to(dtype_dependent | dead, (*out.shape[:-1], 1)).expand(out.shape)
+    return out, unknown | rows
+
+
+def shape_scales(*sizes: int) -> list[float]:
+    """Candidate wrong scale factors built from the sizes in play: 1/sqrt(n), 1/n, sqrt(n), n (n > 1)."""
+    out: list[float] = []
+    for n in sorted({int(n) for n in sizes if int(n) > 1}):
+        out += [1.0 / math.sqrt(n), 1.0 / n, math.sqrt(n), float(n)]
+    return out
+
+
+def closest(got: Tensor, outputs: list[Any]) -> Any:
+    """The candidate output (tensor or (tensor, unknown)) nearest to `got` in max |diff|."""
+    g = got.detach().double()
+    best, best_err = None, float("inf")
+    for produced in outputs:
+        out, unknown = produced if isinstance(produced, tuple) else (produced, None)
+        if out.shape != g.shape:
+            continue
+        diff = (out.double() - g).abs()
+        keep = torch.isfinite(diff) if unknown is None else torch.isfinite(diff) & ~unknown
+        err = float(diff[keep].max()) if bool(keep.any()) else 0.0
+        if err < best_err:
+            best, best_err = produced, err
+    return best
+
+
+def _fitted_scale(case_args, got):
+    q, k, v, mask, dtype = case_args
+    correct = 1.0 / math.sqrt(q.shape[-1])
+    scales = [correct] + [c for c in shape_scales(*q.shape, *k.shape, *v.shape) if c != 1.0]
+    return closest(got, [_guard(attend(q, k, v, mask, scale=c), mask) for c in scales])
 
 
 ATTENTION_VARIANTS = [
@@ -152,6 +202,7 @@ ATTENTION_VARIANTS = [
     ("softmax_wrong_axis", "softmax over dim=-2", _axis(-2)),
     ("softmax_wrong_axis", "softmax over dim=0", _axis(0)),
     ("softmax_wrong_axis", "softmax over dim=1", _axis(1)),
+    ("softmax_wrong_axis", "F.softmax without dim (implicit: dim 0 for 3-D, 1 otherwise)", _axis("implicit")),
     ("mask_fill_zero", "masked logits = 0", _masked("zero")),
     ("mask_after_softmax", "probabilities zeroed after softmax", _masked("after")),
     ("mask_inverted", "True treated as blocked", _masked("neg_inf", invert=True, guard=True)),

@@ -58,7 +58,7 @@ def replay(
     case: Case,
     *,
     restart: bool = False,
-    top_left: bool = False,
+    top_left: bool | str = False,
     first_only: bool = False,
     unrotated: str | None = None,
     rope_v: bool = False,
@@ -66,6 +66,8 @@ def replay(
 ) -> Tensor:
     """The chain case's chosen output as the buggy code computes it (fp32).
 
+    top_left: True (tril of the (T_new, T_total) rectangle on every call) or "chunks"
+    (only when T_new > 1; a single token unmasked, which is right).
     unrotated: None (correct), "append" (raw keys appended to the cache, this call
     attends with its rotated keys, the past is read as rotated) or "rerotate"
     (raw keys cached, the whole cache rotated at 0..T_total-1 on every call).
@@ -96,7 +98,9 @@ def replay(
         else:
             k_att = cache_k = torch.cat([past_k, k_rot], dim=2)
         t_total = k_att.shape[2]
-        if top_left:
+        if top_left == "chunks" and n == 1:
+            mask = None  # a lone new token may see everything: correct without a mask
+        elif top_left:
             mask = torch.ones(n, t_total, dtype=torch.bool).tril()
         elif first_only and past is not None:
             mask = None
@@ -112,6 +116,7 @@ def replay(
 KV_VARIANTS = [
     ("kv_rope_positions_restart", "positions 0..T_new-1 on every call", {"restart": True}),
     ("kv_mask_top_left", "tril of the score rectangle (top-left)", {"top_left": True}),
+    ("kv_mask_top_left", "top-left tril for chunks, no mask for single tokens", {"top_left": "chunks"}),
     ("kv_mask_first_call_only", "no mask once a cache exists", {"first_only": True}),
     ("kv_cache_unrotated_keys", "raw keys appended to the cache", {"unrotated": "append"}),
     ("kv_cache_unrotated_keys", "raw keys cached, whole cache re-rotated every call", {"unrotated": "rerotate"}),

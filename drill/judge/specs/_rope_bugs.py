@@ -84,14 +84,24 @@ def rotate(
     return torch.stack([ra, rb], dim=-1).flatten(-2)
 
 
-def rotate_low_precision(x: Tensor, positions: Tensor, base: float, convention: str) -> Tensor | None:
-    """The half-precision-angle mistake, step by step in x's dtype (None for fp32/fp64 input)."""
+def rotate_low_precision(x: Tensor, positions: Tensor, base: float, convention: str, *, where: str = "all") -> Tensor | None:
+    """The half-precision-angle mistake, step by step in x's dtype (None for fp32/fp64 input).
+
+    where: "all" (positions and inv_freq cast to x.dtype, product in x.dtype),
+    "angles" (product in fp32, the angles then cast to x.dtype before cos/sin),
+    "inv_freq" (inv_freq cast to x.dtype, product and cos/sin in fp32).
+    """
     dt = x.dtype
     if dt not in (torch.float16, torch.bfloat16):
         return None
     d = x.shape[-1]
     inv_freq = 1.0 / (float(base) ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
-    angles = positions.to(dt)[:, None] * inv_freq.to(dt)[None, :]
+    if where == "all":
+        angles = positions.to(dt)[:, None] * inv_freq.to(dt)[None, :]
+    elif where == "angles":
+        angles = (positions.float()[:, None] * inv_freq[None, :]).to(dt)
+    else:
+        angles = positions.float()[:, None] * inv_freq.to(dt).float()[None, :]
     if convention == "half":
         angles = torch.cat((angles, angles), dim=-1)
         first, second = x.chunk(2, dim=-1)
@@ -100,7 +110,10 @@ def rotate_low_precision(x: Tensor, positions: Tensor, base: float, convention: 
         angles = angles.repeat_interleave(2, dim=-1)
         pairs = x.unflatten(-1, (-1, 2))
         turned = torch.stack((-pairs[..., 1], pairs[..., 0]), dim=-1).flatten(-2)
-    return x * angles.cos() + turned * angles.sin()
+    cos, sin = angles.cos(), angles.sin()
+    if where == "inv_freq":  # fp32 trig: only the frequencies were rounded
+        return x.float() * cos + turned.float() * sin
+    return x * cos + turned * sin
 
 
 # (diagnosis id, label, fn(x, positions, base, declared convention) -> output or None)
@@ -136,4 +149,8 @@ ROPE_VARIANTS = [
     ("rope_positions_ignored", "rotated by arange(T) instead of positions", _positions_ignored),
     ("rope_base_ignored", "base fixed at 10000", _base_ignored),
     ("rope_low_precision_angles", "angles rounded to the input dtype", rotate_low_precision),
+    ("rope_low_precision_angles", "fp32 angles cast to the input dtype before cos/sin",
+     lambda x, p, b, c: rotate_low_precision(x, p, b, c, where="angles")),
+    ("rope_low_precision_angles", "inv_freq cast to the input dtype",
+     lambda x, p, b, c: rotate_low_precision(x, p, b, c, where="inv_freq")),
 ]

@@ -12,13 +12,13 @@ from __future__ import annotations
 import torch
 
 from drill.judge.spec import FORBIDDEN_ATTENTION, FORBIDDEN_ATTENTION_CLASSES, Bug, Case, Spec
-from drill.judge.specs._attention_bugs import ATTENTION_VARIANTS, D
+from drill.judge.specs._attention_bugs import ATTENTION_VARIANTS, D, _fitted_scale
 from drill.judge.specs._common import TOLERANCES, Draw, reference_with_grads
 
 TARGET = "scaled_dot_product_attention"
 
 
-def _case(name: str, q, k, v, mask=None, *, dtype="float32", draw: Draw | None = None, grads=False) -> Case:
+def _case(name: str, q, k, v, mask=None, *, dtype="float32", draw: Draw | None = None, grads=False, tol=None) -> Case:
     args = {"q": q, "k": k, "v": v}
     if mask is not None:
         args["mask"] = mask
@@ -36,7 +36,7 @@ def _case(name: str, q, k, v, mask=None, *, dtype="float32", draw: Draw | None =
         upstream=upstream,
         care=care,
         out_dtype=q.dtype,
-        ctx={"dtype": dtype},
+        ctx={"dtype": dtype, **({"tol": tol} if tol else {})},
     )
 
 
@@ -95,7 +95,7 @@ def make_cases(seed: int) -> list[Case]:
     T, dk = d.int(6, 10), 16
     cases.append(
         _case("fp32 large logits (|q.k|/sqrt(d) ~ 1e3)", d.normal(2, 2, T, dk, scale=30.0), d.normal(2, 2, T, dk, scale=30.0),
-              d.normal(2, 2, T, dk))
+              d.normal(2, 2, T, dk), tol="float32_large_logits")
     )
 
     tq, tk = d.int(2, 6), d.int(2, 10)
@@ -144,13 +144,20 @@ def _variant(fn):
     return run
 
 
+def _fit_scale(case: Case, got):
+    """wrong_scale with any factor built from the input sizes (1/sqrt(T_k), 1/d_v, ...): the one nearest the learner's."""
+    a = case.args
+    return _fitted_scale((a["q"].float(), a["k"].float(), a["v"].float(), a.get("mask"), a["q"].dtype), got)
+
+
 SPEC = Spec(
     name="attention",
     graded=(TARGET,),
     make_cases=make_cases,
     reference=reference,
     tolerances=TOLERANCES,
-    bugs=tuple(Bug(D[bug_id], _variant(fn), label) for bug_id, label, fn in ATTENTION_VARIANTS),
+    bugs=tuple(Bug(D[bug_id], _variant(fn), label) for bug_id, label, fn in ATTENTION_VARIANTS)
+    + (Bug(D["wrong_scale"], _fit_scale, "another factor made of the input sizes", fit=True),),
     exception_bugs=(("without overflow", D["fp16_fill_overflow"]),),
     forbidden=FORBIDDEN_ATTENTION,
     forbidden_classes=FORBIDDEN_ATTENTION_CLASSES,

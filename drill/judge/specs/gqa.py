@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from drill.judge.spec import FORBIDDEN_ATTENTION, FORBIDDEN_ATTENTION_CLASSES, KIND_MODULE, Bug, Case, Diagnosis, Spec
-from drill.judge.specs._attention_bugs import ATTENTION_VARIANTS, D, attend
+from drill.judge.specs._attention_bugs import ATTENTION_VARIANTS, D, attend, closest, shape_scales
 from drill.judge.specs._common import DTYPES, TOLERANCES, Draw, reference_with_grads
 
 TARGET = "GroupedQueryAttention"
@@ -69,7 +69,8 @@ def _case(d: Draw, name: str, B: int, T: int, h: int, h_kv: int, dh: int, *, dty
         grad_params=grads,
         upstream=d.normal(B, T, d_model) if grads else None,
         out_dtype=DTYPES[dtype],
-        ctx={"dtype": dtype, "n_heads": h, "n_kv_heads": h_kv},
+        ctx={"dtype": dtype, "n_heads": h, "n_kv_heads": h_kv,
+             **({"tol": "float32_large_logits"} if scale > 1.0 and dtype == "float32" else {})},
     )
 
 
@@ -148,11 +149,20 @@ def gqa_variant(case: Case, *, tiled=False, mask="causal", core=None, scale=None
     return out, unknown_out
 
 
+def _fit_scale(case: Case, got):
+    """wrong_scale with any factor built from the sizes (d_model, heads, d_head, T, B): the one nearest the learner's."""
+    B, T, dm = case.args["x"].shape
+    h, h_kv = case.ctx["n_heads"], case.ctx["n_kv_heads"]
+    scales = [1.0 / math.sqrt(dm // h)] + [c for c in shape_scales(B, T, dm, h, h_kv, dm // h) if c != 1.0]
+    return closest(got, [gqa_variant(case, scale=c) for c in scales])
+
+
 BUGS = [
     Bug(GD["gqa_tiled_kv"], lambda c: gqa_variant(c, tiled=True), "head h reads kv head h % n_kv_heads"),
     Bug(GD["gqa_not_causal"], lambda c: gqa_variant(c, mask="none"), "no mask"),
     Bug(GD["gqa_diagonal_masked"], lambda c: gqa_variant(c, mask="strict"), "strictly-lower mask"),
     Bug(D["wrong_scale"], lambda c: gqa_variant(c, scale=1.0 / math.sqrt(c.args["x"].shape[-1])), "scaled by 1/sqrt(d_model)"),
+    Bug(D["wrong_scale"], _fit_scale, "another factor made of the sizes", fit=True),
 ] + [Bug(D[i], (lambda fn: lambda c: gqa_variant(c, core=fn))(fn), label) for i, label, fn in ATTENTION_VARIANTS if i in APPLICABLE]
 
 SPEC = Spec(

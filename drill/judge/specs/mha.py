@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from drill.judge.spec import FORBIDDEN_ATTENTION, FORBIDDEN_ATTENTION_CLASSES, KIND_MODULE, Bug, Case, Diagnosis, Spec
-from drill.judge.specs._attention_bugs import ATTENTION_VARIANTS, D, attend
+from drill.judge.specs._attention_bugs import ATTENTION_VARIANTS, D, attend, closest, shape_scales
 from drill.judge.specs._common import DTYPES, TOLERANCES, Draw, reference_with_grads
 
 TARGET = "MultiHeadAttention"
@@ -149,12 +149,21 @@ def _core_bug(fn):
     return lambda case: mha_variant(case, core=fn)
 
 
+def _fit_scale(case: Case, got):
+    """wrong_scale with any factor built from the sizes (d_model, n_heads, d_head, T, B): the one nearest the learner's."""
+    B, T, dm = case.args["x"].shape
+    H = case.ctx["n_heads"]
+    scales = [1.0 / math.sqrt(dm // H)] + [c for c in shape_scales(B, T, dm, H, dm // H) if c != 1.0]
+    return closest(got, [mha_variant(case, scale=c) for c in scales])
+
+
 BUGS = [Bug(D[i], _core_bug(fn), label) for i, label, fn in ATTENTION_VARIANTS] + [
     Bug(D["wrong_scale"], lambda c: mha_variant(c, scale=1.0 / math.sqrt(c.args["x"].shape[-1])), "scaled by 1/sqrt(d_model)"),
     Bug(MHA_D["split_heads_no_transpose"], lambda c: mha_variant(c, split_ok=False, merge_ok=False), "view without transpose, both ways"),
     Bug(MHA_D["split_heads_no_transpose"], lambda c: mha_variant(c, split_ok=False), "view without transpose"),
     Bug(MHA_D["merge_heads_no_transpose"], lambda c: mha_variant(c, merge_ok=False), "reshape without transpose"),
     Bug(MHA_D["missing_output_projection"], lambda c: mha_variant(c, out_proj=False), "no o_proj"),
+    Bug(D["wrong_scale"], _fit_scale, "another factor made of the sizes", fit=True),
 ]
 
 SPEC = Spec(

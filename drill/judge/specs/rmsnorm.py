@@ -128,11 +128,17 @@ def _eps_outside(x, w, eps):
     return xf / (xf.pow(2).mean(dim=-1, keepdim=True).sqrt() + eps) * w.float()
 
 
+def _eps_on_reciprocal(x, w, eps):
+    xf = x.float()
+    return xf * (torch.rsqrt(xf.pow(2).mean(dim=-1, keepdim=True)) + eps) * w.float()
+
+
 BUGS = (
     Bug(RD["rms_missing_weight"], _variant(lambda x, w, eps: _rms(x, torch.ones_like(w), eps)), "no weight"),
     Bug(RD["rms_subtracts_mean"], _variant(_centred), "x - mean"),
     Bug(RD["rms_subtracts_mean"], _variant(_divides_by_std), "divides by the standard deviation (x.var)"),
     Bug(RD["rms_eps_outside_sqrt"], _variant(_eps_outside), "sqrt(mean) + eps"),
+    Bug(RD["rms_eps_outside_sqrt"], _variant(_eps_on_reciprocal), "rsqrt(mean) + eps"),
     Bug(RD["rms_no_fp32_upcast"], _variant(_low_precision), "computed in the input dtype"),
     Bug(RD["rms_wrong_axis"], _variant(_axis(0)), "mean over dim 0"),
     Bug(RD["rms_wrong_axis"], _variant(_axis(1)), "mean over dim 1"),
