@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from drill.quiz.numbers import AnswerFormatError, Tolerance, parse_answer
+from drill.quiz.numbers import AnswerFormatError, Tolerance, format_number, format_with_unit, parse_answer
 
 
 @pytest.mark.parametrize(
@@ -80,3 +80,26 @@ def test_binary_and_decimal_prefixes_differ_beyond_a_percent() -> None:
 )
 def test_tolerance(tol: Tolerance, value: float, answer: float, ok: bool) -> None:
     assert tol.accepts(value, answer) is ok
+
+
+@pytest.mark.parametrize(
+    ("text", "unit", "shown"),
+    [
+        ("4.06M", "", "4,060,000"),  # 4059999.9999999995 in floating point: not "4.06e+06"
+        ("11008", "", "11,008"),
+        ("2 GiB", "bytes", "2,147,483,648 bytes"),
+        ("1234567.8", "", "1,234,568"),
+        ("1500.25", "", "1,500.25"),
+        ("0.0625", "", "0.0625"),
+        ("1.5e18", "", "1.5e+18"),
+        ("25 percent", "%", "25%"),
+        ("0.1", "%", "0.1%"),
+    ],
+)
+def test_a_typed_answer_is_echoed_the_way_a_person_writes_it(text: str, unit: str, shown: str) -> None:
+    assert format_with_unit(parse_answer(text, unit), unit) == shown
+
+
+def test_format_number_keeps_true_fractions() -> None:
+    assert format_number(12.5) == "12.5"
+    assert format_number(0.1 + 0.2) == "0.3"

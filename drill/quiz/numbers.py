@@ -22,6 +22,7 @@ UNIT_FAMILIES: dict[str, dict[str, float]] = {
         "x": 1.0,
         "×": 1.0,
         "%": 0.01,
+        "percent": 0.01,
         "params": 1.0,
         "tokens": 1.0,
         "K": 1e3,
@@ -194,11 +195,23 @@ def parse_answer(text: str, unit: str = "") -> float:
 
 
 def format_number(value: float) -> str:
-    """Show a number the way a person writes it: 11008, 1.5e+12, 0.0625."""
+    """Show a number the way a person writes it: 11,008, 4,060,000, 1.5e+18, 0.0625.
+
+    A typed `4.06M` is 4060000.000000001 in floating point; it is shown as
+    the integer the learner meant, not as 4.06e+06.
+    """
     if isinstance(value, bool):
         return str(value)
-    if isinstance(value, int) or (isinstance(value, float) and value.is_integer() and abs(value) < 1e15):
-        return f"{int(value):,}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if not math.isfinite(value):
+        return str(value)
+    nearest = round(value)
+    if abs(value) < 1e15 and (value == nearest or abs(value - nearest) <= 1e-9 * abs(value)):
+        return f"{int(nearest):,}"
+    if 1e3 <= abs(value) < 1e15:  # 1,234,567.8 rather than 1.23457e+06
+        decimals = max(0, 6 - len(str(int(abs(value)))))
+        return f"{value:,.{decimals}f}".rstrip("0").rstrip(".")
     return f"{value:.6g}"
 
 
