@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import subprocess
@@ -15,7 +16,7 @@ from typer.testing import CliRunner
 
 from drill.cli import app
 from drill.quiz.run import QuizOptions, run_quiz
-from drill.quiz.session import parse_choice
+from drill.quiz.session import lines_reader, parse_choice
 from drill.store import Store
 
 FIXTURES = Path(__file__).parent / "fixtures" / "questions"
@@ -296,3 +297,25 @@ def test_a_lapsed_card_comes_back_once_in_the_same_session(home: Path) -> None:
     assert "Question 2/2" in result.output and "✓ correct" in result.output
     with _store(home) as store:
         assert [r.rating for r in store.reviews()] == [1, 3]
+
+
+def test_wrapped_options_and_feedback_keep_a_hanging_indent(home: Path, tmp_path: Path) -> None:
+    # At 40 columns the long option and its feedback wrap; their continuation lines must
+    # start under the text, not at column 0 under the letter.
+    bank = tmp_path / "bank"
+    bank.mkdir()
+    long = "one two three four five six seven eight nine ten eleven twelve"
+    (bank / "wrap.yaml").write_text(
+        "topic: wrap\nquestions:\n  - id: wrap-choice\n    kind: choice\n    difficulty: easy\n"
+        "    prompt: Pick.\n    explanation: Because.\n    options:\n"
+        f"      - {{text: '{long}', correct: true, feedback: '{long}'}}\n"
+        "      - {text: short, correct: false}\n"
+    )
+    out = io.StringIO()
+    options = QuizOptions(bank=bank, shuffle=False, cram=True, count=1)
+    run_quiz(options, console=Console(file=out, width=40), read=lines_reader(["a"]))
+    lines = [line.rstrip() for line in out.getvalue().splitlines()]
+    option = lines.index(next(line for line in lines if line.startswith("  a) one")))
+    assert lines[option + 1].startswith("     ") and lines[option + 1].strip().split()[0] in long.split()
+    feedback = lines.index(next(line for line in lines if line.startswith("  ✓ a) one")))
+    assert lines[feedback + 1].startswith("       ") and lines[feedback + 1].strip()

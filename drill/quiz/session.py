@@ -220,8 +220,7 @@ class Session:
         self._say(question.answer)
         ticks = [point.matches(answer) for point in question.key_points]
         self._say("Key points", "bold")
-        for point, ticked in zip(question.key_points, ticks):
-            self._say(f"  {'✓' if ticked else '·'} {point.text}", "green" if ticked else None)
+        self._items([("✓" if ticked else "·", point.text, "green" if ticked else None) for point, ticked in zip(question.key_points, ticks)])
         self._common_wrong(question)
         self._say(question.explanation, "dim")
         default = suggest_rating(answer, question)
@@ -240,8 +239,7 @@ class Session:
         options = list(question.options)
         if self.shuffle:
             self.rng.shuffle(options)
-        for i, option in enumerate(options):
-            self._say(f"  {letter(i)}) {option.text}")
+        self._items([(f"{letter(i)})", option.text, None) for i, option in enumerate(options)])
         how = "pick all that apply, e.g. a,c" if question.multiple else "one letter"
         while True:
             text = self._with_hints(question, f"your choice ({how}) >")
@@ -253,11 +251,11 @@ class Session:
         correct = frozenset(letter(i) for i, option in enumerate(options) if option.correct)
         right = picked == correct
         self._verdict(right, "correct" if right else f"the answer is {', '.join(sorted(correct))}")
-        for i, option in enumerate(options):
-            mark = letter(i)
-            if option.feedback and (mark in picked or option.correct):
-                flag = "✓" if option.correct else "✗"
-                self._say(f"  {flag} {mark}) {option.feedback}", "green" if option.correct else "red")
+        self._items([
+            (f"{'✓' if option.correct else '✗'} {letter(i)})", option.feedback, "green" if option.correct else "red")
+            for i, option in enumerate(options)
+            if option.feedback and (letter(i) in picked or option.correct)
+        ])
         return ",".join(sorted(picked)), right
 
     def _numeric(self, expected: float, unit: str, question: Question, wrong: list[tuple[float, str]]) -> tuple[str, bool]:
@@ -278,7 +276,7 @@ class Session:
             self._verdict(False, f"you said {format_with_unit(value, unit)}; the answer is {shown} ({tolerance.describe()})")
             for wrong_value, feedback in wrong:
                 if tolerance.accepts(value, wrong_value):
-                    self._say(f"  known mistake: {feedback}", "red")
+                    self._items([("known mistake:", feedback, "red")])
                     break
         return text.strip(), right
 
@@ -295,8 +293,21 @@ class Session:
     def _common_wrong(self, question: Question) -> None:
         if question.common_wrong:
             self._say("Common wrong answers", "bold")
-            for item in question.common_wrong:
-                self._say(f"  ✗ {item.answer} — {item.why}", "red")
+            self._items([("✗", f"{item.answer} — {item.why}", "red") for item in question.common_wrong])
+
+    def _items(self, rows: list[tuple[str, str, str | None]]) -> None:
+        """Indented `mark text` lines whose wrapped lines stay under the text, not under the
+        mark: options, key points and feedback stay readable at 80 columns and below."""
+        if not rows:
+            return
+        from rich.table import Table
+
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(no_wrap=True)
+        grid.add_column()
+        for mark, text, style in rows:
+            grid.add_row(Text("  " + mark, style=style or ""), Text(text, style=style or ""))
+        self.console.print(grid)
 
     def _verdict(self, right: bool, text: str) -> None:
         self._say(("✓ " if right else "✗ ") + text, "bold green" if right else "bold red")
