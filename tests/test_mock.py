@@ -293,14 +293,15 @@ def _cli(*args: str, input: str = "") -> Any:
     [
         (["--topics", "nope"], "unknown topic 'nope'"),
         (["--exercise", "nope"], "unknown exercise 'nope'"),
-        (["--minutes", "0"], "--minutes must be positive"),
-        (["--questions", "-1"], "--questions must be 0 or more"),
+        (["--minutes", "0"], "--minutes: must be positive"),
+        (["--questions", "-1"], "--questions: must be 0 or more"),
     ],
 )
 def test_bad_options_exit_2_without_starting_a_mock(home: Path, bank: Path, tmp_path: Path, args: list[str], message: str) -> None:
     result = _cli("--bank", str(bank), "--dir", str(tmp_path / "w"), *args)
     assert result.exit_code == 2, result.output
     assert message in result.output and len(result.output.strip().splitlines()) == 1
+    assert f"{args[0]}: {args[0]}" not in result.output  # the flag is named once
     with Store(home / "progress.db") as store:
         assert store.mocks() == []
 
@@ -407,3 +408,21 @@ def test_questions_lean_to_weak_topics_and_mix_kinds() -> None:
     assert share > unweighted + 0.1
     three = pick_questions(list(bank.questions), [], 3, random.Random(0))
     assert len({q.kind for q in three}) == 3 and len({q.id for q in three}) == 3
+
+
+def test_report_table_stays_readable_at_80_columns(home: Path, bank: Path, tmp_path: Path) -> None:
+    from drill.mock.report import render_report
+
+    code, store, _, _ = sit(tmp_path, bank, [None])  # end of input: every question unanswered
+    report = last_report(store)["report"]
+    long_id = "moe-expert-parallel-communication-and-overlap"
+    report["concept"]["questions"][0]["id"] = long_id
+    for width in (80, 64):
+        console = Console(record=True, width=width, force_terminal=False)
+        render_report(console, report)
+        text = console.export_text()
+        rows = [line for line in text.splitlines() if "not answered" in line]
+        assert len(rows) == len(report["concept"]["questions"]), text  # the result column is not cut
+        assert [row.split()[0] for row in rows] == [str(i + 1) for i in range(len(rows))], text  # nor the number
+        assert "…" not in text and long_id[:12] in text, text  # the id is folded, not cut
+        assert width < 80 or long_id[-12:] in text, text

@@ -119,9 +119,13 @@ def render_report(console: Console, report: dict[str, Any]) -> None:
     if questions:
         console.print()
         console.print(Text(f"Concept round: {report['concept']['score_pct']:.0f}%", style="bold"))
+        # Only the question id may wrap (folded at any character: ids have no spaces); the
+        # short columns never do, so the table stays readable down to ~60 columns.
         table = Table(box=None, padding=(0, 1), show_edge=False)
         for column in ("#", "question", "topic · kind", "result", "time/budget"):
-            table.add_column(column, no_wrap=True, overflow="fold" if column == "question" else "ellipsis")
+            wraps = column == "question"
+            table.add_column(column, no_wrap=not wraps, overflow="fold" if wraps else "ellipsis",
+                             ratio=1 if wraps else None, min_width=12 if wraps else None)
         for i, q in enumerate(questions, 1):
             result = OUTCOME_MARK.get(q["outcome"], q["outcome"])
             if q["rating"] is not None and q["kind"] == "recall":

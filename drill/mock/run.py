@@ -66,9 +66,9 @@ def run_mock(
     if interactive is None:
         interactive = read is None and sys.stdin is not None and sys.stdin.isatty()
     if options.minutes <= 0:
-        raise UserError(f"--minutes must be positive, not {options.minutes:g}", "--minutes")
+        raise UserError(f"must be positive, not {options.minutes:g}", "--minutes")
     if options.questions < 0:
-        raise UserError(f"--questions must be 0 or more, not {options.questions}", "--questions")
+        raise UserError(f"must be 0 or more, not {options.questions}", "--questions")
     questions_pool = _question_pool(options)
     own_store = store is None
     store = store or open_store()
