@@ -319,3 +319,9 @@ def test_wrapped_options_and_feedback_keep_a_hanging_indent(home: Path, tmp_path
     assert lines[option + 1].startswith("     ") and lines[option + 1].strip().split()[0] in long.split()
     feedback = lines.index(next(line for line in lines if line.startswith("  ✓ a) one")))
     assert lines[feedback + 1].startswith("       ") and lines[feedback + 1].strip()
+
+
+def test_asking_for_a_hint_on_a_question_without_hints_says_so(home: Path) -> None:
+    result = _quiz("--cram", "--tag", "complexity", "--difficulty", "easy", input="?\nb\n")
+    assert result.exit_code == 0, result.output
+    assert "this question has no hints" in result.output and "no more hints" not in result.output

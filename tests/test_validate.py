@@ -99,3 +99,23 @@ def test_shipped_bank_is_valid() -> None:
     result = scan(questions_dir())
     assert not result.problems, "\n".join(str(p) for p in result.problems[:40])
     assert {q.topic for q in result.bank.questions} == TOPICS
+
+
+def test_a_tab_in_the_indentation_is_named_as_such(tmp_path: Path) -> None:
+    bank = tmp_path / "tabs.yaml"
+    bank.write_text("topic: tabs\nquestions:\n  - id: tab-one\n    kind: recall\n\tdifficulty: easy\n")
+    result = runner.invoke(app, ["validate", str(bank)])
+    assert result.exit_code == 2
+    assert f"{display(bank)}:5: a tab character where YAML needs spaces" in result.output
+
+
+def test_summary_counts_are_singular_for_one(tmp_path: Path) -> None:
+    one = tmp_path / "solo.yaml"
+    one.write_text(
+        "topic: solo\nquestions:\n  - id: solo-choice\n    kind: choice\n    difficulty: easy\n"
+        "    prompt: Pick.\n    explanation: Because.\n    options:\n"
+        "      - {text: yes please, correct: true}\n      - {text: no thanks, correct: false}\n"
+    )
+    result = runner.invoke(app, ["validate", str(one)])
+    assert result.exit_code == 0, result.output
+    assert "1 question in 1 file: ok; choice 1" in result.output

@@ -49,7 +49,8 @@ class ScanResult:
         kinds = ", ".join(f"{kind} {counts[kind]}" for kind in ("recall", "choice", "numeric", "parametric") if counts[kind])
         files = len(self.bank.files)
         status = "ok" if not self.problems else f"{len(self.problems)} problem{'s' * (len(self.problems) != 1)}"
-        return f"{len(self.bank.questions)} questions in {files} file{'s' * (files != 1)}: {status}" + (f"; {kinds}" if kinds else "")
+        count = len(self.bank.questions)
+        return f"{count} question{'s' * (count != 1)} in {files} file{'s' * (files != 1)}: {status}" + (f"; {kinds}" if kinds else "")
 
 
 def display(path: Path) -> str:

@@ -205,7 +205,7 @@ class Session:
                     self._say(f"hint: {question.hints[shown]}", "yellow")
                     shown += 1
                 else:
-                    self._say("no more hints", "yellow")
+                    self._say("no more hints" if question.hints else "this question has no hints", "yellow")
                 continue
             return text
 

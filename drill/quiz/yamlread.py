@@ -90,6 +90,9 @@ def read_yaml(path: Path) -> Any:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else 0
         what = " ".join(p for p in (exc.context, exc.problem) if p)
+        lines = text_str.splitlines()
+        if 0 < line <= len(lines) and "\t" in lines[line - 1][: mark.column + 1 if mark is not None else None]:
+            raise YamlSyntaxError(line, "a tab character where YAML needs spaces; indent with spaces only") from None
         raise YamlSyntaxError(line, f"YAML syntax error: {what}; check indentation and quoting") from None
     except yaml.YAMLError as exc:
         raise YamlSyntaxError(0, f"YAML error: {exc}") from None
