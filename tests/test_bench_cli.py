@@ -127,3 +127,11 @@ def test_forbidden_op_used_only_at_large_sizes_is_caught() -> None:
     assert bad["status"] == "forbidden_op" and bad["median_s"] is None
     assert "scaled_dot_product_attention is forbidden" in doc["learner_error"]
     assert "line 12" in doc["learner_error"] and "T=256" in doc["learner_error"]
+
+
+def test_a_two_size_ladder_says_why_there_is_no_exponent() -> None:
+    res = bench(str(GOOD_ATTENTION), "--exercise", "attention", "--max-size", "256")
+    assert res.exit_code == 0, res.output
+    out = res.stdout
+    assert "growth (least squares on log time vs log T)" in out.splitlines()  # one line, not wrapped
+    assert "needs at least 3 sizes; this run measured 2" in " ".join(out.split())

@@ -59,3 +59,12 @@ def test_newer_store_is_refused(home: Path) -> None:
     result = runner.invoke(app, ["stats"])
     assert result.exit_code == 2
     assert "newer than this drill understands" in result.output
+
+
+def test_section_titles_stay_on_one_line_at_80_columns(home: Path) -> None:
+    result = runner.invoke(app, ["stats"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    for title in ("Reviews per day (last 14 days)", "Retention by topic (share of reviews not rated Again)",
+                  "Due in the next 7 days (today includes overdue)"):
+        assert title in lines, (title, result.output)  # whole, not wrapped to the table's width

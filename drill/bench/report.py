@@ -98,8 +98,7 @@ def table(report: BenchReport) -> Table:
 
 def exponents(report: BenchReport) -> Table:
     label = report.workload.size_label
-    t = Table(title=f"growth (least squares on log time vs log {label})", title_justify="left",
-              header_style="bold", show_edge=False, box=None, padding=(0, 2))
+    t = Table(header_style="bold", show_edge=False, box=None, padding=(0, 2))
     t.add_column("implementation")
     t.add_column("time", justify="right")
     t.add_column("peak memory", justify="right")
@@ -152,7 +151,12 @@ def render(report: BenchReport, console: Console) -> None:
     console.print(Group(*parts))
     if report.rows:
         console.print(table(report))
+        label = wl.size_label
+        console.print(Text(f"growth (least squares on log time vs log {label})", style="bold"))
         console.print(exponents(report))
+        if len(report.rows) < 3:
+            console.print(Text(f"(a growth exponent needs at least 3 sizes; this run measured {len(report.rows)} — "
+                               "raise --max-size)", style="dim"))
         console.print(Text(f"expected for an efficient implementation: {wl.expected_note}", style="dim"))
         console.print()
         console.print(plot(report))

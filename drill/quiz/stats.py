@@ -92,7 +92,9 @@ def render_stats(stats: Stats, console: Any, prompts: Mapping[str, str] | None =
     if not stats.total_reviews:
         console.print(Text("No reviews yet — start with `drill quiz`.", style="dim"))
 
-    days = Table(title=f"Reviews per day (last {HISTORY_DAYS} days)", title_justify="left")
+    # Titles are printed as their own lines: a Table title wraps to the (narrow) table's width.
+    console.print(Text(f"Reviews per day (last {HISTORY_DAYS} days)", style="bold"))
+    days = Table()
     days.add_column("day")
     days.add_column("reviews", justify="right")
     days.add_column("")
@@ -101,7 +103,8 @@ def render_stats(stats: Stats, console: Any, prompts: Mapping[str, str] | None =
         days.add_row(f"{day:%a %m-%d}", str(n), Text(_bar(n, peak), style="cyan"))
     console.print(days)
 
-    topics = Table(title="Retention by topic (share of reviews not rated Again)", title_justify="left")
+    console.print(Text("Retention by topic (share of reviews not rated Again)", style="bold"))
+    topics = Table()
     topics.add_column("topic")
     topics.add_column("reviews", justify="right")
     topics.add_column("retention", justify="right")
@@ -113,7 +116,8 @@ def render_stats(stats: Stats, console: Any, prompts: Mapping[str, str] | None =
         topics.add_row("—", "0", "—", "")
     console.print(topics)
 
-    forecast = Table(title=f"Due in the next {FORECAST_DAYS} days (today includes overdue)", title_justify="left")
+    console.print(Text(f"Due in the next {FORECAST_DAYS} days (today includes overdue)", style="bold"))
+    forecast = Table()
     forecast.add_column("day")
     forecast.add_column("due", justify="right")
     forecast.add_column("")
