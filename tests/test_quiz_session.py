@@ -325,3 +325,19 @@ def test_asking_for_a_hint_on_a_question_without_hints_says_so(home: Path) -> No
     result = _quiz("--cram", "--tag", "complexity", "--difficulty", "easy", input="?\nb\n")
     assert result.exit_code == 0, result.output
     assert "this question has no hints" in result.output and "no more hints" not in result.output
+
+
+def test_reflow_joins_wrapped_prose_but_keeps_lists_and_code() -> None:
+    from drill.quiz.session import reflow
+
+    assert reflow("one two\nthree four\n\nnext para\n") == "one two three four\n\nnext para"
+    listed = "Steps:\n- first\n- second"
+    assert reflow(listed) == listed
+    code = "Compute:\n    y = x @ w\n    z = y.sum()"
+    assert reflow(code) == code
+
+
+def test_cram_keeps_to_its_count_even_after_a_miss(home: Path) -> None:
+    result = _quiz("--cram", "-n", "1", "--tag", "complexity", "--difficulty", "easy", input="a\n")
+    assert result.exit_code == 0, result.output
+    assert "Question 1/1" in result.output and "Question 2/" not in result.output

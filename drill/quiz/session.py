@@ -12,6 +12,7 @@ cleanly with a summary.
 from __future__ import annotations
 
 import random
+import re
 import sys
 import time
 from collections import Counter
@@ -144,8 +145,8 @@ class Session:
                 if rating == AGAIN:
                     result.missed.append(question.id)
                     # Like Anki's learning steps: a lapse is seen once more before the session
-                    # ends, while the correction is fresh. Cram sessions do the same.
-                    if question.id not in requeued:
+                    # ends, while the correction is fresh. Cram sessions keep to their -n.
+                    if self.scheduler is not None and question.id not in requeued:
                         requeued.add(question.id)
                         queue.append(question)
         except _EndSession as end:
@@ -190,7 +191,7 @@ class Session:
             answer, right = self._parametric(question)
         else:
             assert isinstance(question, NumericQuestion)
-            self._say(question.prompt)
+            self._say(reflow(question.prompt))
             answer, right = self._numeric(question.answer, question.unit, question, [(w.value, w.feedback) for w in question.wrong_answers])
         self._teach(question)
         return (GOOD if right else AGAIN), answer, right, began
@@ -212,17 +213,17 @@ class Session:
     # -- kinds ------------------------------------------------------------
 
     def _recall(self, question: RecallQuestion) -> tuple[int, str]:
-        self._say(question.prompt)
+        self._say(reflow(question.prompt))
         hint = ", ? hint" if question.hints else ""
         answer = self._with_hints(question, f"your answer (Enter = just thought about it{hint}, q quits) >")
         self.console.print()
         self._say("Model answer", "bold green")
-        self._say(question.answer)
+        self._say(reflow(question.answer))
         ticks = [point.matches(answer) for point in question.key_points]
         self._say("Key points", "bold")
         self._items([("✓" if ticked else "·", point.text, "green" if ticked else None) for point, ticked in zip(question.key_points, ticks)])
         self._common_wrong(question)
-        self._say(question.explanation, "dim")
+        self._say(reflow(question.explanation), "dim")
         default = suggest_rating(answer, question)
         names = "  ".join(f"{n} {RATING_NAMES[n]}" for n in (AGAIN, HARD, GOOD, EASY))
         suffix = f" [Enter = {default} {RATING_NAMES[default]}]" if default else ""
@@ -235,7 +236,7 @@ class Session:
             self._say("type 1, 2, 3 or 4 (or q to quit)", "yellow")
 
     def _choice(self, question: ChoiceQuestion) -> tuple[str, bool]:
-        self._say(question.prompt)
+        self._say(reflow(question.prompt))
         options = list(question.options)
         if self.shuffle:
             self.rng.shuffle(options)
@@ -282,13 +283,13 @@ class Session:
 
     def _parametric(self, question: ParametricQuestion) -> tuple[str, bool]:
         env = parametric.draw(question, self.rng)
-        self._say(parametric.render(question, env))
+        self._say(reflow(parametric.render(question, env)))
         expected = parametric.answer(question, env)
         return self._numeric(expected, question.unit, question, parametric.wrong_values(question, env))
 
     def _teach(self, question: Question) -> None:
         self._common_wrong(question)
-        self._say(question.explanation, "dim")
+        self._say(reflow(question.explanation), "dim")
 
     def _common_wrong(self, question: Question) -> None:
         if question.common_wrong:
@@ -333,6 +334,24 @@ class Session:
             lapses = self.store.cards().get(question.id, {}).get("lapses", 0)
             if lapses >= LEECH_LAPSES:
                 self._say(f"this card is a leech ({lapses} lapses): rewrite your notes on it or suspend it", "yellow")
+
+
+_LIST_OR_CODE = re.compile(r"^(\s|[-*•>|]|\d+[.)]\s)")
+
+
+def reflow(text: str) -> str:
+    """Undo the hard line breaks of YAML block scalars so Rich can wrap prose to
+    the terminal's width; paragraphs stay apart, and a paragraph with list items
+    or indented (code-like) lines is left exactly as written."""
+    paragraphs = text.strip("\n").split("\n\n")
+    out = []
+    for para in paragraphs:
+        lines = para.split("\n")
+        if any(_LIST_OR_CODE.match(line) for line in lines[1:]) or _LIST_OR_CODE.match(lines[0]):
+            out.append(para)
+        else:
+            out.append(" ".join(line.strip() for line in lines))
+    return "\n\n".join(out)
 
 
 def suggest_rating(answer: str, question: RecallQuestion) -> int | None:
