@@ -29,6 +29,7 @@ class TestResult:
     max_abs: float | None = None
     max_rel: float | None = None
     detail: str = ""  # --verbose: inputs' shapes/dtypes, worst element
+    short: str = ""  # one-line message for the compact report ("" -> message)
 
 
 @dataclass
@@ -376,14 +377,14 @@ def _test_result(ev: Any) -> Any:
     if not fw.ok:
         if fw.worst_index is not None:
             detail += f"; worst element {list(fw.worst_index)}: got {fw.worst_got:.6g}, expected {fw.worst_expected:.6g}"
-        return TestResult(case.name, "fail", fw.message, fw.max_abs, fw.max_rel, detail)
+        return TestResult(case.name, "fail", fw.message, fw.max_abs, fw.max_rel, detail, fw.brief)
     if ev.grad_error is not None:
         return TestResult(case.name, "fail", f"gradients: {ev.grad_error}", fw.max_abs, fw.max_rel, detail)
     bad = [c for c in ev.grads.values() if not c.ok]
     if bad:
         if bad[0].worst_index is not None:
             detail += f"; worst gradient element {list(bad[0].worst_index)}: got {bad[0].worst_got:.6g}, expected {bad[0].worst_expected:.6g}"
-        return TestResult(case.name, "fail", bad[0].message, fw.max_abs, fw.max_rel, detail)
+        return TestResult(case.name, "fail", bad[0].message, fw.max_abs, fw.max_rel, detail, bad[0].brief)
     return TestResult(case.name, "pass", "", fw.max_abs, fw.max_rel, detail)
 
 

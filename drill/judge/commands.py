@@ -29,11 +29,13 @@ advisory audit (K/V memory; decode-step work), which fails only with
 --strict. Exit code: 0 all passed, 1 a test failed or your code errored,
 2 usage error (with --watch: the last verdict's code after Ctrl-C).
 
---json prints one JSON document (an object for one file, a list for several):
-exercise, file, status (pass|fail|error), seed, elapsed_s, tests_passed,
-tests_total, max_abs_err, max_rel_err, tests [{name, status, message,
-max_abs_err, max_rel_err}], diagnosis {id, title, why, fix, detail} or null,
-advisories [str], audit [str]. See drill/judge/README.md.
+The panel lists at most 4 failing tests; --verbose shows every test with its
+inputs. --json prints one JSON document (an object for one file, a list for
+several) with every test: exercise, file, status (pass|fail|error), seed,
+elapsed_s, tests_passed, tests_total, max_abs_err, max_rel_err (max |diff| /
+max |expected|), tests [{name, status, message, max_abs_err, max_rel_err}],
+diagnosis {id, title, why, fix, detail, partial} or null, advisories [str],
+audit [str]. See drill/judge/README.md.
 """
 
 

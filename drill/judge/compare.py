@@ -35,6 +35,11 @@ class Comparison:
     worst_index: tuple[int, ...] | None = None
     worst_got: float | None = None
     worst_expected: float | None = None
+    short: str = ""  # one line for the compact report; falls back to `message`
+
+    @property
+    def brief(self) -> str:
+        return self.short or self.message
 
 
 def dtype_name(dtype: Any) -> str:
@@ -82,6 +87,8 @@ def compare(
         bad = bad_finite | nonfinite_mismatch
         idx = _first(bad)
         n = int(bad.sum())
+        short = (f"{what}: {n} NaN/inf where finite expected" if bool(bad_finite.any())
+                 else f"{what}: finite where NaN/inf expected")
         return Comparison(
             False,
             "nonfinite",
@@ -93,6 +100,7 @@ def compare(
             idx,
             float(g[idx]),
             float(e[idx]),
+            short,
         )
     if bool(over.any()):
         excess = torch.where(over, abs_err - allowed, torch.full_like(e, -1.0))
@@ -108,6 +116,8 @@ def compare(
             idx,
             float(g[idx]),
             float(e[idx]),
+            f"{'' if what == 'output' else what + ': '}{n}/{int(region.sum())} values off; "
+            f"worst got {float(g[idx]):.4g}, expected {float(e[idx]):.4g}",
         )
     return Comparison(True, "", "", max_abs, max_rel)
 

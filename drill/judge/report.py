@@ -20,48 +20,33 @@ STYLE = {"pass": "bold green", "fail": "bold red", "error": "bold red", "not_run
 VERDICT = {"pass": "PASS", "fail": "FAIL", "error": "ERROR"}
 
 
+COMPACT_FAILURES = 4  # failing tests listed without --verbose
+
+
 def _fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:.2e}"
 
 
 def render(result: Any, console: Console, *, verbose: bool = False) -> None:
-    """One panel: verdict, tests, diagnosis, errors, seed, time."""
+    """One panel, most important first: verdict, diagnosis (title, why, fix), failing tests, details.
+
+    Without --verbose at most COMPACT_FAILURES failing tests are listed, one
+    line each; --verbose lists every test with its full message and inputs.
+    """
     parts: list[Any] = []
     head = Text()
     head.append(VERDICT.get(result.status, result.status.upper()), style=STYLE.get(result.status, "bold"))
     head.append(f"  {result.passed}/{result.total} tests passed", style="bold")
-    head.append(f"   max abs err {_fmt(result.max_abs)}, max rel err {_fmt(result.max_rel)}")
     parts.append(head)
-
-    if result.tests and (verbose or result.status != "pass"):
-        table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, expand=False)
-        table.add_column("test")
-        table.add_column("result")
-        table.add_column("max abs err", justify="right")
-        table.add_column("message", overflow="fold")
-        for t in result.tests:
-            if t.status == "pass" and not verbose:
-                continue
-            table.add_row(escape(t.name), Text(t.status, style=STYLE.get(t.status, "")), _fmt(t.max_abs), escape(t.message))
-            if verbose and t.detail:
-                table.add_row("", "", "", Text(t.detail, style="dim"))
-        parts.append(table)
 
     d = result.diagnosis
     if d is not None:
-        diag = Text()
-        diag.append("Diagnosis: ", style="bold")
-        diag.append(f"{d.title} ", style="bold yellow")
-        diag.append(f"[{d.id}]\n", style="dim")
-        if result.diagnosis_detail:
-            diag.append(f"  {result.diagnosis_detail}\n")
-        diag.append("  Why: ", style="bold")
-        diag.append(d.why + "\n")
-        diag.append("  Fix: ", style="bold")
-        diag.append(d.fix)
-        parts.append(diag)
+        parts.append(_diagnosis(result, d))
     elif result.diagnosis_detail:
         parts.append(Text(result.diagnosis_detail))
+
+    if result.tests and (verbose or result.status != "pass"):
+        parts.append(_tests_verbose(result) if verbose else _tests_compact(result))
 
     for line in getattr(result, "audit", []):
         parts.append(Text(line, style="cyan"))
@@ -70,7 +55,11 @@ def render(result: Any, console: Console, *, verbose: bool = False) -> None:
     if verbose and result.output_tail.strip():
         parts.append(Text("printed output (tail):\n" + result.output_tail.rstrip()[-800:], style="dim"))
 
-    parts.append(Text(f"seed {result.seed} (replay with --seed {result.seed})   {result.elapsed_s:.1f} s", style="dim"))
+    foot = Text(style="dim")
+    if result.max_abs is not None:
+        foot.append(f"max abs err {_fmt(result.max_abs)}, max rel err {_fmt(result.max_rel)} (|diff| / max|expected|)\n")
+    foot.append(f"seed {result.seed} (replay with --seed {result.seed})   {result.elapsed_s:.1f} s")
+    parts.append(foot)
     console.print(
         Panel(
             Group(*parts),
@@ -79,6 +68,52 @@ def render(result: Any, console: Console, *, verbose: bool = False) -> None:
             border_style=STYLE.get(result.status, "white").replace("bold ", ""),
         )
     )
+
+
+def _diagnosis(result: Any, d: Any) -> Text:
+    diag = Text()
+    diag.append(f"{d.title} ", style="bold yellow")
+    diag.append(f"[{d.id}]", style="dim")
+    if getattr(result, "diagnosis_partial", False):
+        diag.append("  (one of several mistakes)", style="yellow")
+    diag.append("\n")
+    diag.append("Why: ", style="bold")
+    diag.append(d.why + "\n")
+    diag.append("Fix: ", style="bold")
+    diag.append(d.fix)
+    if result.diagnosis_detail:
+        diag.append("\n")
+        diag.append(result.diagnosis_detail, style="dim")
+    return diag
+
+
+def _tests_compact(result: Any) -> Group:
+    """Failing tests: the name on one line, a short message under it; then how many are left out."""
+    failing = [t for t in result.tests if t.status != "pass"]
+    lines: list[Any] = []
+    for t in failing[:COMPACT_FAILURES]:
+        name = Text(no_wrap=True, overflow="ellipsis")
+        name.append("✗ " if t.status in ("fail", "error") else "- ", style=STYLE.get(t.status, ""))
+        name.append(t.name)
+        lines.append(name)
+        lines.append(Text("    " + (t.short or t.message), no_wrap=True, overflow="ellipsis"))
+    left = len(failing) - COMPACT_FAILURES
+    if left > 0:
+        lines.append(Text(f"… {left} more failing test{'s' if left != 1 else ''} — use --verbose", style="dim"))
+    return Group(*lines)
+
+
+def _tests_verbose(result: Any) -> Table:
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, expand=False)
+    table.add_column("test")
+    table.add_column("result")
+    table.add_column("max abs err", justify="right")
+    table.add_column("message", overflow="fold")
+    for t in result.tests:
+        table.add_row(escape(t.name), Text(t.status, style=STYLE.get(t.status, "")), _fmt(t.max_abs), escape(t.message))
+        if t.detail:
+            table.add_row("", "", "", Text(t.detail, style="dim"))
+    return table
 
 
 def to_json(results: list[Any]) -> str:
