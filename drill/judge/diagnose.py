@@ -247,7 +247,22 @@ def _score_bug(bug: Bug, evals: list[CaseEval], tolerance_of: Any) -> tuple[int,
         if not learner_ok:
             if compare(ev.got, variant, tol, care=case.care, ignore=unknown).ok:
                 explained += 1
-                matched += 1
+                matched += _finite_evidence(variant, case, tol, unknown)
             else:
                 consistent = False
     return explained, matched, consistent
+
+
+def _finite_evidence(variant: Any, case: Case, tol: Any, unknown: Any) -> bool:
+    """Whether the variant departs from the reference on some finite element.
+
+    A partial match must rest on values, not on NaN alone: an output that is
+    NaN everywhere "matches" every variant that is NaN where it is defined.
+    """
+    import torch
+
+    from drill.judge.compare import compare
+
+    nonfinite = ~torch.isfinite(variant.detach().to(torch.float64))
+    ignore = nonfinite if unknown is None else (nonfinite | unknown)
+    return not compare(variant, case.expected, tol, care=case.care, ignore=ignore).ok
