@@ -77,6 +77,14 @@ MIGRATIONS: list[str] = [
         report_json TEXT
     );
     """,
+    # 1 -> 2: how far into each exercise's hints the learner has read (drill hint).
+    """
+    CREATE TABLE hint_views (
+        exercise   TEXT PRIMARY KEY,
+        shown      INTEGER NOT NULL,
+        updated_at TEXT NOT NULL
+    );
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -311,6 +319,21 @@ class Store:
             if exercise not in best or rank.get(status, 3) < rank.get(best[exercise], 3):
                 best[exercise] = status
         return best
+
+    def hints_shown(self, exercise: str) -> int:
+        """How many of the exercise's hints the learner has seen (0 = none)."""
+        row = self._db.execute("SELECT shown FROM hint_views WHERE exercise = ?", (exercise,)).fetchone()
+        return int(row[0]) if row else 0
+
+    def record_hints_shown(self, exercise: str, shown: int) -> None:
+        """Remember the furthest hint seen; asking for an earlier one again never rewinds it."""
+        with self.transaction() as db:
+            db.execute(
+                "INSERT INTO hint_views (exercise, shown, updated_at) VALUES (?, ?, ?)"
+                " ON CONFLICT (exercise) DO UPDATE SET shown = MAX(hint_views.shown, excluded.shown),"
+                " updated_at = excluded.updated_at",
+                (exercise, shown, now_iso()),
+            )
 
     # -- mock -------------------------------------------------------------
 

@@ -114,7 +114,7 @@ def test_exercises_lists_best_results(home: Path) -> None:
     res = run("exercises")
     assert res.exit_code == 0
     line = next(l for l in res.output.splitlines() if "swiglu" in l)
-    assert "pass" in line
+    assert "pass" in line and " 2 " in line and "2026-01-02" in line
     assert "kv_cache" in res.output
 
 
@@ -126,6 +126,15 @@ def test_hint_is_progressive(home: Path) -> None:
     assert "Hint 1/" in two.output and "Hint 2/" in two.output
     assert run("hint", "attention", "99").exit_code == 2
     assert run("hint", "nosuch").exit_code == 2
+
+
+def test_hint_without_a_number_reveals_one_more_each_time(home: Path) -> None:
+    outputs = [run("hint", "rmsnorm").output for _ in range(4)]
+    assert "Hint 1/" in outputs[0] and "Hint 2/" not in outputs[0]
+    assert "Hint 2/" in outputs[1] and "Hint 3/" not in outputs[1]
+    assert "Hint 3/" in outputs[2] and "last hint" in outputs[2]
+    assert "Hint 3/" in outputs[3]  # stays at the end, never wraps around
+    assert "Hint 2/" not in run("hint", "swiglu").output  # counted per exercise
 
 
 def test_real_subprocess_and_lean_cli_import(home: Path) -> None:

@@ -131,3 +131,27 @@ def test_unwritable_home_is_a_user_error(tmp_path: Path) -> None:
     blocker.write_text("x")
     with pytest.raises(UserError):
         Store(blocker / "sub" / "p.db")
+
+
+def test_hint_progress_never_rewinds(tmp_path: Path) -> None:
+    with Store(tmp_path / "p.db") as s:
+        assert s.hints_shown("attention") == 0
+        s.record_hints_shown("attention", 2)
+        s.record_hints_shown("attention", 1)
+        assert s.hints_shown("attention") == 2 and s.hints_shown("mha") == 0
+
+
+def test_a_version_1_file_migrates_to_the_current_schema(tmp_path: Path) -> None:
+    """A progress file written by the first release keeps its reviews and gains the new tables."""
+    path = tmp_path / "p.db"
+    db = sqlite3.connect(path)
+    for statement in store_mod._split_sql(store_mod.MIGRATIONS[0]):
+        db.execute(statement)
+    db.execute("INSERT INTO reviews (question_id, reviewed_at, rating) VALUES ('q1', '2026-01-01', 3)")
+    db.execute("PRAGMA user_version = 1")
+    db.commit()
+    db.close()
+    with Store(path) as s:
+        assert s.schema_version() == store_mod.SCHEMA_VERSION
+        assert [r.question_id for r in s.reviews()] == ["q1"]
+        s.record_hints_shown("rope", 1)

@@ -89,42 +89,68 @@ def register(app: typer.Typer) -> None:
 
     @app.command("exercises")
     def exercises_cmd() -> None:
-        """List the exercises with your best result so far."""
-        from drill.judge.registry import exercise_names, is_graded
+        """List the exercises with your attempts and best result so far."""
+        from drill.judge.registry import exercise_names
 
+        attempts: list = []
         best: dict[str, str] = {}
         try:
             from drill.store import open_store
 
             with open_store() as store:
+                attempts = store.attempts()
                 best = store.best_results()
         except UserError as exc:
             err_console.print(f"[yellow]warning:[/] progress unavailable: {escape(str(exc))}")
         table = Table(show_header=True, header_style="bold")
         table.add_column("exercise")
-        table.add_column("graded")
+        table.add_column("attempts", justify="right")
         table.add_column("best result")
+        table.add_column("last attempt")
         styles = {"pass": "green", "fail": "red", "error": "red"}
         for name in exercise_names():
+            mine = [a for a in attempts if a.exercise == name]
             status = best.get(name, "-")
-            table.add_row(name, "yes" if is_graded(name) else "not yet", f"[{styles.get(status, 'dim')}]{status}[/]")
+            last = f"{mine[-1].attempted_at[:10]} {mine[-1].status}" if mine else "-"
+            table.add_row(name, str(len(mine)), f"[{styles.get(status, 'dim')}]{status}[/]", last)
         Console(highlight=False).print(table)
+        if not attempts:
+            Console(highlight=False).print("[dim]start one: drill start attention[/]")
 
     @app.command()
     def hint(
         name: str = typer.Argument(..., help="Exercise name."),
-        n: int = typer.Argument(1, help="Show hints 1..N (they get more revealing)."),
+        n: Optional[int] = typer.Argument(None, help="Show hints 1..N (default: one more than you have seen)."),
     ) -> None:
-        """Show an exercise's hints, one more each time you ask."""
+        """Show an exercise's hints, one more each time you ask (they get more revealing)."""
         with user_errors():
             hints = load_hints(name)
-            if n < 1 or n > len(hints):
+            if n is not None and not 1 <= n <= len(hints):
                 raise UserError(f"hint number must be 1..{len(hints)} for {name}, got {n}")
+        seen = 0
+        store = None
+        try:
+            from drill.store import open_store
+
+            store = open_store()
+            seen = store.hints_shown(name)
+        except UserError as exc:
+            err_console.print(f"[yellow]warning:[/] progress unavailable, hints will not be remembered: {escape(str(exc))}")
+        upto = n if n is not None else min(seen + 1, len(hints))
         console = Console(highlight=False)
-        for i, text in enumerate(hints[:n], 1):
+        for i, text in enumerate(hints[:upto], 1):
             console.print(f"[bold]Hint {i}/{len(hints)}[/]: {escape(text)}\n")
-        if n < len(hints):
-            console.print(f"[dim]more: drill hint {name} {n + 1}[/]")
+        if store is not None:
+            try:
+                store.record_hints_shown(name, upto)
+            except UserError as exc:
+                err_console.print(f"[yellow]warning:[/] could not remember this hint: {escape(str(exc))}")
+            finally:
+                store.close()
+        if upto < len(hints):
+            console.print(f"[dim]next: drill hint {name} (hint {upto + 1} of {len(hints)})[/]")
+        else:
+            console.print("[dim]that was the last hint[/]")
 
 
 def _run_check(f: Path, exercise: str | None, opts: dict, quiet: bool, pool=None):
