@@ -292,8 +292,10 @@ def judge_gqa_memory(data: dict) -> tuple[list[str], list[str]]:
     lines.append(f"K/V materialised at n_heads={c['n_heads']} heads: {copies}")
     advice = (
         f"K/V copied to all {c['n_heads']} query heads ({kb(extra)} of copies, {g}x the {kb(data['kv_bytes'])} of grouped K/V; "
-        f"peak {kb(peak)} vs {kb(base)}): view q as (B, n_kv_heads, group, T, d_head) and let einsum/matmul pair each group "
-        f"with its KV head instead of repeat_interleave/expand+reshape/indexing"
+        f"peak {kb(peak)} vs {kb(base)}): fold each group into the query rows — "
+        f"q.reshape(B, n_kv_heads, group * T, d_head) @ k.transpose(-2, -1), or "
+        f"einsum('bngtd,bnsd->bngts', q.view(B, n_kv_heads, group, T, d_head), k) — instead of "
+        f"repeat_interleave/expand/indexing (a broadcasting matmul over an unsqueezed K copies it too)"
     )
     return lines, [advice]
 

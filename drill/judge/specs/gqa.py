@@ -34,7 +34,7 @@ GD = {
         Diagnosis("gqa_tiled_kv", "K/V heads tiled instead of grouped",
                   "Query head h must read KV head h // group (consecutive query heads share one); `.repeat` tiles the KV heads, "
                   "so head h reads h % n_kv_heads instead.",
-                  "Use k.repeat_interleave(group, dim=1) (or view q as (B, n_kv, group, T, d) and broadcast)."),
+                  "Use k.repeat_interleave(group, dim=1), or fold each group into the query rows: q.reshape(B, n_kv, group * T, d)."),
         Diagnosis("gqa_not_causal", "No causal mask",
                   "Every token also attends to later tokens; in a decoder token t may only see positions 0..t.",
                   "Mask scores where key position > query position with -inf before the softmax."),
