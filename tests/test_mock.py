@@ -181,8 +181,11 @@ def test_wrong_answers_and_failed_code_name_what_to_review(tmp_path: Path, bank:
     assert "diagnosis: Missing 1/sqrt(d_k) scaling" in out and "drill check" in out
     # 0 concept points, failing code with 3/12 tests: half credit in proportion
     assert report["score"] == pytest.approx(0.6 * 100 * 0.5 * 3 / 12, abs=0.1)
-    # a skipped question is not an answer: only the wrong one reached FSRS
-    assert len(store.reviews()) == 1 and store.reviews()[0].rating == 1
+    # a skipped question is a failed recall: both reached FSRS as Again, from the mock
+    reviews = store.reviews()
+    assert [(r.rating, r.source) for r in reviews] == [(1, "mock"), (1, "mock")]
+    assert reviews[1].answer == "(skipped in a mock)"
+    assert set(store.cards()) == {q["id"] for q in report["concept"]["questions"]}
 
 
 def test_resubmission_until_pass_records_each_attempt(tmp_path: Path, bank: Path) -> None:

@@ -24,7 +24,7 @@ from drill.errors import UserError
 from drill.mock.clock import Clock, Countdown, mmss
 from drill.mock.plan import CodingFile, write_starter
 from drill.mock.reader import DeadlineReader, EndOfInput, TimeUp
-from drill.quiz.schedule import GOOD, HARD, Scheduler
+from drill.quiz.schedule import AGAIN, GOOD, HARD, Scheduler
 from drill.quiz.schema import Question
 from drill.quiz.session import QUIT_WORDS, Session
 from drill.store import Attempt, Store
@@ -153,7 +153,9 @@ class ConceptRound:
                         self._header(index, question, result)  # continue: the same question again
             except _Skip:
                 result.outcome = "skipped"
-                ctx.say("skipped — it goes on your review list", "yellow")
+                result.rating = AGAIN
+                session.record_miss(question, "(skipped in a mock)", ctx.clock.monotonic() - began)
+                ctx.say("skipped — it goes on your review list and comes back soon in drill quiz", "yellow")
             except _EndRound:
                 result.outcome = "skipped"
                 ctx.say("concept round ended early; the remaining questions count as missed", "yellow")

@@ -126,6 +126,11 @@ class Session:
         self._save(question, rating, answer, began)
         return rating, answer, right
 
+    def record_miss(self, question: Question, answer: str, seconds: float) -> None:
+        """Save an Again for a question the learner saw and chose not to answer
+        (a skip in a mock is a failed recall, and the schedule should know)."""
+        self._save(question, AGAIN, answer, time.monotonic() - seconds)
+
     def run(self, queue: list[Question]) -> SessionResult:
         result = SessionResult()
         started = time.monotonic()
