@@ -49,6 +49,16 @@ POLL_S = 0.05
 OUTPUT_CAP_BYTES = 64 * 2**20  # RLIMIT_FSIZE: printed output and saved tensors
 
 
+def child_env(token: str) -> dict[str, str]:
+    """The environment of a graded process: none of drill's own settings, the
+    run's token (to find escaped descendants later), and one thread — small
+    cases, a shared machine, and deterministic CPU accounting."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DRILL_")}
+    env[TOKEN_VAR] = token
+    env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    return env
+
+
 @dataclass(frozen=True)
 class Limits:
     """Resource limits for one graded run (the CLI's --timeout/--cpu-time/--memory-mb)."""
@@ -100,10 +110,7 @@ class Child:
         self.scratch = self.root / "scratch"
         self.workdir.mkdir()
         self.scratch.mkdir()
-        env = {k: v for k, v in os.environ.items() if not k.startswith("DRILL_")}
-        env[TOKEN_VAR] = self.token
-        # One thread: small cases, a shared machine, and deterministic CPU accounting.
-        env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+        env = child_env(self.token)
         self._out = open(self.workdir / "output.txt", "wb")
         self.started = time.monotonic()
         self.proc = subprocess.Popen(
@@ -327,9 +334,7 @@ class ChildPool:
 
     def _ensure(self) -> subprocess.Popen:
         if self.proc is None or self.proc.poll() is not None:
-            env = {k: v for k, v in os.environ.items() if not k.startswith("DRILL_")}
-            env[TOKEN_VAR] = self.token
-            env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+            env = child_env(self.token)
             self.proc = subprocess.Popen(
                 [sys.executable, "-I", "-B", str(CHILD_SCRIPT), "--zygote"],
                 stdin=subprocess.PIPE,
