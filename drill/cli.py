@@ -16,9 +16,10 @@ from drill.judge import commands as judge_commands
 from drill.mock_commands import register as register_mock
 from drill.quiz import commands as quiz_commands
 from drill.bench_commands import register as register_bench
-from drill.cliutil import EXIT_USAGE, err_console, install_fast_coercion
+from drill.cliutil import EXIT_USAGE, err_console, install_fast_coercion, install_flag_help
 
 install_fast_coercion()
+install_flag_help()
 
 app = typer.Typer(
     name="drill",

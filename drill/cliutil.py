@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -47,6 +47,36 @@ def _escape(text: str) -> str:
     from rich.markup import escape
 
     return escape(text)
+
+
+# --- help: flags take no value -------------------------------------------------
+
+
+def install_flag_help() -> None:
+    """Show boolean flags (`--cram/--due`, `--json`, `--help`) without a `<bool>` placeholder.
+
+    Why: Typer 0.29's Rich help panel prints every option's type column from
+    `TyperOption.display_type_rich`, which does not skip flags (its plain-text
+    `get_help_record` does), so `drill quiz --help` read `--cram --due <bool>`
+    as if the flag took a value. Flags and counters get no type column, as in
+    Click and earlier Typers; options that take a value are unchanged. A Typer
+    without this method (older or newer) is left alone.
+    """
+    try:
+        from typer.core import TyperOption
+    except ImportError:
+        return
+    original = getattr(TyperOption, "display_type_rich", None)
+    if original is None or getattr(original, "drill_flag_help", False):
+        return
+
+    def display_type_rich(self: Any, ctx: Any) -> Any:
+        if getattr(self, "metavar", None) is None and (getattr(self, "is_flag", False) or getattr(self, "count", False)):
+            return None
+        return original(self, ctx)
+
+    display_type_rich.drill_flag_help = True  # type: ignore[attr-defined]
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
 
 
 # --- start-up: option values without pydantic -----------------------------------

@@ -90,3 +90,37 @@ def test_plain_option_coercion_still_rejects_bad_values() -> None:
         result = runner.invoke(app, args)
         assert result.exit_code == 2, (args, result.output)
         assert message in " ".join(result.output.split()), (args, result.output)
+
+
+# --- help: flags show no value placeholder ---------------------------------------
+
+
+def _option_rows(command_name: str | None) -> tuple[list, str]:
+    """(options of the command, its --help text rendered 200 columns wide)."""
+    import typer.main
+
+    root = typer.main.get_command(app)
+    command = root if command_name is None else root.commands[command_name]  # type: ignore[attr-defined]
+    args = ["--help"] if command_name is None else [command_name, "--help"]
+    result = runner.invoke(app, args, env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    return [p for p in command.params if p.param_type_name == "option"], result.output
+
+
+def test_help_shows_a_type_for_value_options_and_none_for_flags() -> None:
+    import re
+
+    checked_flags = 0
+    for name in [None, *COMMANDS, "exercises", "hint"]:
+        options, text = _option_rows(name)
+        assert "<bool>" not in text, (name, text)
+        for option in options:
+            first = option.opts[0]
+            # the row that starts with the option (its name may recur in other options' help)
+            line = next((ln for ln in text.splitlines() if re.match(rf"\S?\s*(\*\s+)?{re.escape(first)}[\s,]", ln)), None)
+            assert line is not None, (name, first, text)
+            # the option's own names, then (for a value option) its type in angle brackets
+            shows_type = re.search(rf"{re.escape(first)}([\s,]+-{{1,2}}[\w-]+)*\s+<", line) is not None
+            assert shows_type is not option.is_flag, (name, first, line)
+            checked_flags += option.is_flag
+    assert checked_flags >= 10  # --help everywhere, --cram/--due, --json, --watch, ...
