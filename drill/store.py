@@ -352,6 +352,28 @@ class Store:
                 (now_iso(), status, score, json.dumps(report), mock_id),
             )
 
+    def checkpoint_mock(self, mock_id: int, report: dict[str, Any]) -> None:
+        """Save a running mock's report so far, so a killed process still leaves its
+        answers on record; does nothing once the mock has finished."""
+        with self.transaction() as db:
+            db.execute(
+                "UPDATE mocks SET report_json = ? WHERE id = ? AND status = 'running'",
+                (json.dumps(report), mock_id),
+            )
+
+    def interrupt_mock(self, mock_id: int, ended_at: str, report: dict[str, Any]) -> bool:
+        """Mark a mock whose process died as 'interrupted' (no score: it never finished).
+
+        Only a mock still 'running' is changed, so one that finished meanwhile is
+        never overwritten; returns whether the row was changed."""
+        with self.transaction() as db:
+            cur = db.execute(
+                "UPDATE mocks SET status = 'interrupted', ended_at = ?, score = NULL, report_json = ?"
+                " WHERE id = ? AND status = 'running'",
+                (ended_at, json.dumps(report), mock_id),
+            )
+            return cur.rowcount == 1
+
     def mocks(self) -> list[dict[str, Any]]:
         rows = self._db.execute(
             "SELECT id, started_at, ended_at, status, minutes, exercise, score, report_json FROM mocks ORDER BY id"
