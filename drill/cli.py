@@ -8,6 +8,7 @@ import torch: `drill quiz` must start as fast as the interpreter does.
 from __future__ import annotations
 
 import sys
+from typing import NoReturn
 
 import typer
 
@@ -16,7 +17,7 @@ from drill.judge import commands as judge_commands
 from drill.mock_commands import register as register_mock
 from drill.quiz import commands as quiz_commands
 from drill.bench_commands import register as register_bench
-from drill.cliutil import EXIT_USAGE, err_console, install_fast_coercion, install_flag_help
+from drill.cliutil import EXIT_BROKEN_PIPE, EXIT_USAGE, err_console, install_fast_coercion, install_flag_help
 
 install_fast_coercion()
 install_flag_help()
@@ -62,16 +63,32 @@ def main() -> None:
     replaced by /dev/null (otherwise the next file drill opens — the progress
     store — would take its descriptor), and output that the terminal's encoding
     cannot show (`✓` under a Latin-1 locale) is replaced instead of crashing
-    mid-question.
+    mid-question. A reader that stops early (`drill stats | head -1`) ends
+    drill quietly with EXIT_BROKEN_PIPE; see `_exit_on_broken_pipe`.
     """
+    _reopen_closed_std_streams()
+    _tolerate_unencodable_output()
+    _route_rich_broken_pipes()
+    try:
+        code = _run()
+        sys.stdout.flush()  # buffered output meets a closed pipe here, not at interpreter exit
+    except (BrokenPipeError, _StdoutGone):
+        _exit_on_broken_pipe()
+    except SystemExit as exc:
+        if exc.code == 1 and _typer_saw_broken_pipe():
+            _exit_on_broken_pipe()
+        raise
+    sys.exit(code)
+
+
+def _run() -> int:
+    """Run the app; return its exit code (or exit with drill's code for a usage error)."""
     try:  # Typer >= 0.2x vendors Click; older ones use the click package
         from typer._click.exceptions import ClickException, UsageError
     except ImportError:
         from click.exceptions import ClickException, UsageError
     Abort = typer.Abort
 
-    _reopen_closed_std_streams()
-    _tolerate_unencodable_output()
     try:
         code = app(standalone_mode=False)
     except UsageError as exc:
@@ -87,7 +104,56 @@ def main() -> None:
     except (KeyboardInterrupt, Abort):
         sys.stderr.write("\ninterrupted\n")
         sys.exit(130)
-    sys.exit(code if isinstance(code, int) else 0)
+    return code if isinstance(code, int) else 0
+
+
+class _StdoutGone(SystemExit):
+    """Raised from Rich when stdout's reader has gone; a SystemExit so no `except OSError`
+    in a command swallows it and carries on printing into the void."""
+
+
+def _route_rich_broken_pipes() -> None:
+    """Rich answers a broken pipe by exiting 1 (Console.on_broken_pipe, its documented
+    hook), indistinguishable from a failed check; make it raise _StdoutGone instead."""
+    from rich.console import Console
+
+    if not hasattr(Console, "on_broken_pipe"):  # an older Rich: BrokenPipeError propagates
+        return
+
+    def on_broken_pipe(self: Console) -> None:
+        self.quiet = True
+        raise _StdoutGone(EXIT_BROKEN_PIPE)
+
+    Console.on_broken_pipe = on_broken_pipe  # type: ignore[method-assign]
+
+
+def _typer_saw_broken_pipe() -> bool:
+    """Typer/Click answer EPIPE themselves: they wrap stdout in PacifyFlushWrapper and exit 1.
+
+    That exit 1 would read as "your check failed"; the wrapper tells it apart."""
+    return type(sys.stdout).__name__ == "PacifyFlushWrapper"
+
+
+def _exit_on_broken_pipe() -> NoReturn:
+    """Stop quietly because whoever read stdout (head, a pager) has gone.
+
+    Exit code EXIT_BROKEN_PIPE (141 = 128 + SIGPIPE, what `cat` or `seq` give
+    under `| head`), not 0: the command was cut short, and `drill check ... |
+    head` must never read as a pass under `set -o pipefail`. stdout is pointed
+    at /dev/null first, as the Python docs' note on SIGPIPE recommends, so the
+    interpreter's final flush does not print "Exception ignored ... BrokenPipeError".
+    Python's SIGPIPE stays ignored on purpose: the grader talks to its child
+    process over pipes and must see a dead child as an error, not die of it.
+    """
+    import os
+
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    except (OSError, ValueError):
+        pass
+    sys.exit(EXIT_BROKEN_PIPE)
 
 
 def _one_line_error(message: str) -> None:

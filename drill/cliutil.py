@@ -2,7 +2,8 @@
 
 Exit codes across drill: 0 success, 1 the learner's work failed (a check that
 did not pass), 2 usage or input error (bad flag, missing file, bad YAML,
-unreadable store). Messages for exit 2 are one line, saying what and where.
+unreadable store), 141 stdout closed early by a pager or `head` (quietly).
+Messages for exit 2 are one line, saying what and where.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from drill.errors import UserError
 
 EXIT_FAIL = 1
 EXIT_USAGE = 2
+# The reader of stdout went away (`drill stats | head -1`): 128 + SIGPIPE, as cat or seq exit.
+EXIT_BROKEN_PIPE = 141
 
 err_console = Console(stderr=True, highlight=False)
 
