@@ -202,17 +202,76 @@ def test_resubmission_until_pass_records_each_attempt(tmp_path: Path, bank: Path
 # -- time -----------------------------------------------------------------------
 
 
-def test_time_running_out_mid_question_counts_it_missed(tmp_path: Path, bank: Path) -> None:
+@pytest.mark.parametrize(
+    ("steps", "outcome", "rated"),
+    [
+        # question 2 on screen for 4:30 when the clock ran out: a lapse, rated Again
+        ([(30, RIGHT), (10 * 60, RIGHT)], "timeout", True),
+        # question 2 on screen for 2 s (< MIN_SEEN_S): no fair chance to read it, not rated
+        ([(298, RIGHT), (10 * 60, RIGHT)], "missed", False),
+    ],
+)
+def test_time_running_out_mid_question(tmp_path: Path, bank: Path, steps: list, outcome: str, rated: bool) -> None:
     grader = StubGrader()
-    code, store, out, _ = sit(tmp_path, bank, [(30, RIGHT), (10 * 60, RIGHT)], grade=grader, minutes=5)
+    code, store, out, _ = sit(tmp_path, bank, steps, grade=grader, minutes=5)
     mock = last_report(store)
     report = mock["report"]
+    questions = report["concept"]["questions"]
     assert code == 0 and mock["status"] == "expired"
-    assert [q["outcome"] for q in report["concept"]["questions"]] == ["right", "missed"]
+    assert [q["outcome"] for q in questions] == ["right", outcome]
+    assert questions[1]["seconds"] == 300.0 - steps[0][0]  # on screen until 0:00, not past it
     assert report["coding"]["reached"] is False and grader.graded == []
-    assert len(store.reviews()) == 1  # the unanswered question was not rated
+    reviews = store.reviews()
+    if rated:
+        assert [(r.question_id, r.rating, r.source) for r in reviews[1:]] == [(questions[1]["id"], 1, "mock")]
+        assert reviews[1].answer == "(time ran out in a mock)" and "time ran out" in out
+        assert questions[1]["id"] in store.cards() and questions[1]["rating"] == 1
+    else:
+        assert len(reviews) == 1 and questions[1]["rating"] is None and "not answered" in out
+    assert questions[1]["id"] in report["to_review"]
     assert "Time is up" in out and "not reached" in out
     assert report["elapsed_s"] == 300.0
+
+
+RECALL_BANK = """\
+topic: gamma
+questions:
+  - id: gamma-recall
+    kind: recall
+    difficulty: easy
+    prompt: "Why scale the scores?"
+    answer: "Variance grows with d_k."
+    explanation: "Softmax saturates otherwise."
+    key_points:
+      - text: "variance grows"
+        patterns: ["varian"]
+      - text: "softmax saturates"
+        patterns: ["saturat"]
+"""
+
+
+@pytest.mark.parametrize(
+    ("steps", "outcome", "rated"),
+    [
+        ([(600, "variance")], "timeout", True),  # still typing the answer at 0:00: Again
+        (["variance", (600, "3")], "missed", False),  # answered, not yet self-rated: only the learner knows
+    ],
+)
+def test_time_running_out_on_a_recall_question(tmp_path: Path, steps: list, outcome: str, rated: bool) -> None:
+    folder = tmp_path / "recall-bank"
+    folder.mkdir()
+    (folder / "gamma.yaml").write_text(RECALL_BANK)
+    code, store, out, _ = sit(tmp_path, folder, steps, minutes=5, questions=1)
+    questions = last_report(store)["report"]["concept"]["questions"]
+    assert [q["outcome"] for q in questions] == [outcome]
+    assert [(r.rating, r.source) for r in store.reviews()] == ([(1, "mock")] if rated else [])
+
+
+def test_q_mid_question_counts_it_skipped_and_rates_it_again(tmp_path: Path, bank: Path) -> None:
+    code, store, out, _ = sit(tmp_path, bank, ["q", "done"])
+    questions = last_report(store)["report"]["concept"]["questions"]
+    assert [q["outcome"] for q in questions] == ["skipped", "missed"]
+    assert [(r.question_id, r.rating, r.source) for r in store.reviews()] == [(questions[0]["id"], 1, "mock")]
 
 
 def test_at_zero_the_latest_saved_file_is_graded(tmp_path: Path, bank: Path) -> None:

@@ -24,7 +24,14 @@ from drill.quiz.schedule import RATING_NAMES
 
 REPORT_VERSION = 1
 CONCEPT_WEIGHT = 0.4  # of the overall score; the coding round carries the rest
-OUTCOME_MARK = {"right": "✓ right", "partial": "~ partial", "wrong": "✗ wrong", "skipped": "– skipped", "missed": "✗ not answered"}
+OUTCOME_MARK = {"right": "✓ right", "partial": "~ partial", "wrong": "✗ wrong", "skipped": "– skipped",
+                "timeout": "✗ time ran out", "missed": "✗ not answered"}
+STATUS_WORDS = {"completed": "completed", "expired": "time ran out", "abandoned": "abandoned",
+                "interrupted": "interrupted", "running": "running"}
+# Only these count towards the trend: a mock that was abandoned or interrupted is not a result.
+SCORED_STATUSES = ("completed", "expired")
+# Mocks with no report card: still going, or their process died before one was made.
+UNFINISHED_STATUSES = ("running", "interrupted")
 
 
 def coding_score(submission: dict[str, Any] | None) -> float:
@@ -110,9 +117,10 @@ def _weak_topics(questions: list[dict[str, Any]], history: dict[str, float]) -> 
 def render_report(console: Console, report: dict[str, Any]) -> None:
     """The report card: per round, per question, the code verdict, what to study next."""
     console.print()
-    status = {"completed": "completed", "expired": "time ran out", "abandoned": "abandoned"}.get(report["status"], report["status"])
+    status = STATUS_WORDS.get(report["status"], report["status"])
+    score = "no score" if report.get("score") is None else f"score {report['score']:.0f}/100"
     console.print(Text(f"Mock #{report['mock_id']} report — {status} after {duration(report['elapsed_s'])} "
-                       f"of {mmss(report['minutes'] * 60)} — score {report['score']:.0f}/100", style="bold reverse"))
+                       f"of {mmss(report['minutes'] * 60)} — {score}", style="bold reverse"))
     if report.get("error"):
         console.print(Text(f"stopped by an error: {report['error']}", style="red"))
     questions = report["concept"]["questions"]
@@ -190,9 +198,11 @@ def render_history(console: Console, mocks: list[dict[str, Any]]) -> None:
         table.add_column(column, justify="right" if column in ("#", "min", "concept", "score") else "left", no_wrap=True)
     previous: float | None = None
     scores: list[float] = []
+    statuses = set()
     for mock in mocks:
         report = _load(mock.get("report_json"))
-        concept = report.get("concept", {}).get("score_pct")
+        statuses.add(mock["status"])
+        concept = _concept_cell(mock["status"], report)
         coding = report.get("coding", {})
         final = coding.get("submissions", [])[-1:] if coding else []
         verdict = "—"
@@ -202,7 +212,9 @@ def render_history(console: Console, mocks: list[dict[str, Any]]) -> None:
             verdict = "not reached"
         score = mock.get("score")
         trend = ""
-        if score is not None and mock["status"] in ("completed", "expired"):
+        if mock["status"] in UNFINISHED_STATUSES:
+            score = None  # no result yet or ever: no number that could read as one
+        if score is not None and mock["status"] in SCORED_STATUSES:
             if previous is not None:
                 delta = score - previous
                 trend = "=" if abs(delta) < 0.5 else (f"▲ +{delta:.0f}" if delta > 0 else f"▼ {delta:.0f}")
@@ -210,12 +222,37 @@ def render_history(console: Console, mocks: list[dict[str, Any]]) -> None:
             scores.append(score)
         table.add_row(
             str(mock["id"]), _local_time(mock.get("started_at")), f"{mock.get('minutes') or 0:g}",
-            "unfinished" if mock["status"] == "running" else mock["status"], mock.get("exercise") or "—", "—" if concept is None else f"{concept:.0f}%", verdict,
+            mock["status"], mock.get("exercise") or "—", concept, verdict,
             "—" if score is None else f"{score:.0f}", trend,
         )
     console.print(table)
+    for status, note in STATUS_NOTES.items():
+        if status in statuses:
+            console.print(Text(note, style="dim"))
     if len(scores) >= 2:
         console.print(Text(f"Finished mocks: {len(scores)}; first {scores[0]:.0f}, best {max(scores):.0f}, latest {scores[-1]:.0f}"))
+
+
+STATUS_NOTES = {
+    "abandoned": "abandoned: ended with Ctrl-C or an error; its score is not in the trend.",
+    "interrupted": "interrupted: drill stopped without finishing (killed, crashed, terminal closed); "
+                   "answers and graded files up to then are kept, no score, not in the trend.",
+    "running": "running: still going in another terminal.",
+}
+
+
+def _concept_cell(status: str, report: dict[str, Any]) -> str:
+    """Concept score for the history table. A mock that did not finish is scored only on
+    the questions it got to ('50% of 2'): its unasked questions say nothing."""
+    concept = report.get("concept") or {}
+    if status not in UNFINISHED_STATUSES:
+        pct = concept.get("score_pct")
+        return "—" if pct is None else f"{pct:.0f}%"
+    settled = [q for q in concept.get("questions") or [] if isinstance(q, dict) and q.get("outcome") != "missed"]
+    if not settled:
+        return "—"
+    pct = 100.0 * sum(_points(q) for q in settled) / len(settled)
+    return f"{pct:.0f}% of {len(settled)}"
 
 
 def _load(text: str | None) -> dict[str, Any]:

@@ -26,10 +26,13 @@ from drill.mock.plan import CodingFile, write_starter
 from drill.mock.reader import DeadlineReader, EndOfInput, TimeUp
 from drill.quiz.schedule import AGAIN, GOOD, HARD, Scheduler
 from drill.quiz.schema import Question
-from drill.quiz.session import QUIT_WORDS, Session
+from drill.quiz.session import HINT_WORDS, QUIT_WORDS, Session
 from drill.store import Attempt, Store
 
 SKIP_WORDS = {"skip", "pass"}
+# A question on screen this long when the mock's clock runs out, still unanswered, is a
+# lapse (rated Again). Less than this is too short even to read it: not rated, only "missed".
+MIN_SEEN_S = 5.0
 SUBMIT_WORDS = {"", "submit", "s"}
 FINISH_WORDS = {"done", "finish"} | QUIT_WORDS
 
@@ -62,6 +65,12 @@ class MockContext:
     interactive: bool
     seed: int | None = None
     live: Any = None  # drill.mock.live.LiveStatus on a terminal, else None
+    on_progress: Callable[[], None] | None = None  # checkpoints the report (drill.mock.run)
+
+    def progress(self) -> None:
+        """Something worth keeping happened (a question settled, a file graded): checkpoint it."""
+        if self.on_progress is not None:
+            self.on_progress()
 
     def phase(self, text: str) -> None:
         if self.live is not None:
@@ -102,7 +111,7 @@ class QuestionResult:
     topic: str
     kind: str
     budget_s: float
-    outcome: str = "missed"  # right | partial | wrong | skipped | missed (never answered)
+    outcome: str = "missed"  # right | partial | wrong | skipped | timeout | missed (not answered, not rated)
     rating: int | None = None
     seconds: float | None = None
 
@@ -138,8 +147,9 @@ class ConceptRound:
         for index, (question, result) in enumerate(zip(self.questions, self.results)):
             began = ctx.clock.monotonic()
             self._header(index, question, result)
+            typed: list[str] = []  # the learner's lines for this question, hints excluded
             session = Session(
-                ctx.store, ctx.console, self._line_reader(began, result.budget_s), self.scheduler, ctx.rng,
+                ctx.store, ctx.console, self._line_reader(began, result.budget_s, typed), self.scheduler, ctx.rng,
                 ctx.clock.now, source="mock",
             )
             try:
@@ -152,21 +162,49 @@ class ConceptRound:
                         ctx.interrupted()
                         self._header(index, question, result)  # continue: the same question again
             except _Skip:
-                result.outcome = "skipped"
-                result.rating = AGAIN
-                session.record_miss(question, "(skipped in a mock)", ctx.clock.monotonic() - began)
+                self._pass_on(session, question, result, began, "(skipped in a mock)")
                 ctx.say("skipped — it goes on your review list and comes back soon in drill quiz", "yellow")
             except _EndRound:
-                result.outcome = "skipped"
-                ctx.say("concept round ended early; the remaining questions count as missed", "yellow")
+                self._pass_on(session, question, result, began, "(skipped in a mock: round ended)")
+                ctx.say("concept round ended early: this question counts as skipped, the rest as missed", "yellow")
                 return
             except EndOfInput:
                 ctx.say("end of input: the remaining questions count as missed", "yellow")
                 return
+            except TimeUp:
+                self._time_ran_out(session, question, result, began, typed)
+                raise
             finally:
-                result.seconds = ctx.clock.monotonic() - began
+                result.seconds = self._on_screen(began)
+                ctx.progress()
             if result.seconds > result.budget_s:
                 ctx.say(f"took {mmss(result.seconds)} of a {mmss(result.budget_s)} budget", "yellow")
+
+    def _pass_on(self, session: Session, question: Question, result: QuestionResult, began: float, note: str) -> None:
+        """The learner saw the question and chose not to answer: a failed recall (Again)."""
+        result.outcome, result.rating = "skipped", AGAIN
+        session.record_miss(question, note, self.ctx.clock.monotonic() - began)
+
+    def _time_ran_out(self, session: Session, question: Question, result: QuestionResult, began: float,
+                      typed: list[str]) -> None:
+        """The mock's clock ran out with this question on screen.
+
+        Rule: on screen for MIN_SEEN_S or more and not answered -> a lapse, rated
+        Again (like a skip), outcome 'timeout'. Shorter -> 'missed', not rated:
+        the learner had no fair chance to read it. A recall question whose answer
+        was typed but not yet self-rated is also left unrated: the answer may well
+        have been right, and only the learner could say.
+        """
+        shown = self._on_screen(began)
+        answered_recall = question.kind == "recall" and bool(typed)
+        if shown < MIN_SEEN_S or answered_recall:
+            return
+        result.outcome, result.rating = "timeout", AGAIN
+        session.record_miss(question, "(time ran out in a mock)", shown)
+
+    def _on_screen(self, began: float) -> float:
+        """Seconds since the question appeared, not counting past the mock's deadline."""
+        return min(self.ctx.clock.monotonic(), self.ctx.countdown.deadline) - began
 
     def _header(self, index: int, question: Question, result: QuestionResult) -> None:
         ctx = self.ctx
@@ -178,9 +216,10 @@ class ConceptRound:
             "bold magenta",
         )
 
-    def _line_reader(self, began: float, budget: float) -> Callable[[str], str]:
+    def _line_reader(self, began: float, budget: float, typed: list[str]) -> Callable[[str], str]:
         """The quiz engine's LineReader, with the question's budget in the prompt and
-        the mock's own words (skip, q) taken out before the quiz sees them."""
+        the mock's own words (skip, q) taken out before the quiz sees them; every
+        other line but a hint request is appended to `typed`."""
         ctx = self.ctx
 
         def read(prompt: str) -> str:
@@ -193,6 +232,8 @@ class ConceptRound:
                 raise _Skip
             if word in QUIT_WORDS:
                 raise _EndRound
+            if word not in HINT_WORDS:
+                typed.append(line)
             return line
 
         return read
@@ -314,6 +355,7 @@ class CodingRound:
             self._show(submission)
         self._graded_digest = digest
         self.submissions.append(submission)
+        ctx.progress()
         return submission
 
     def _show(self, s: Submission) -> None:

@@ -13,13 +13,14 @@ from __future__ import annotations
 import random
 import sys
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
 from rich.console import Console
 from rich.text import Text
 
 from drill.errors import UserError
-from drill.mock import plan
+from drill.mock import interrupted, plan
 from drill.mock.clock import Clock, Countdown, SystemClock, mmss
 from drill.mock.live import LiveStatus
 from drill.mock.reader import DeadlineReader, EndOfInput, TimeUp, stream_reader
@@ -29,9 +30,10 @@ from drill.paths import exercises_dir
 from drill.quiz.loader import load_bank
 from drill.quiz.schedule import Scheduler
 from drill.quiz.select import Filters, filtered
-from drill.store import Store, open_store
+from drill.store import Store, StoreUnavailable, now_iso, open_store
 
 EXIT_ABANDONED = 130
+MAX_MINUTES = interrupted.MAX_MINUTES
 
 
 @dataclass(frozen=True)
@@ -65,14 +67,17 @@ def run_mock(
     clock = clock or SystemClock()
     if interactive is None:
         interactive = read is None and sys.stdin is not None and sys.stdin.isatty()
-    if options.minutes <= 0:
+    if not options.minutes > 0:
         raise UserError(f"must be positive, not {options.minutes:g}", "--minutes")
+    if not options.minutes <= MAX_MINUTES:  # inf, or a typo like 4500
+        raise UserError(f"must be at most {MAX_MINUTES:g} (a day), not {options.minutes:g}", "--minutes")
     if options.questions < 0:
         raise UserError(f"must be 0 or more, not {options.questions}", "--questions")
     questions_pool = _question_pool(options)
     own_store = store is None
     store = store or open_store()
     try:
+        _settle_quietly(store)
         rng = random.Random(options.seed)
         reviews = store.reviews()
         questions = plan.pick_questions(questions_pool, reviews, options.questions, rng)
@@ -87,6 +92,16 @@ def run_mock(
     finally:
         if own_store:
             store.close()
+
+
+def _settle_quietly(store: Store) -> None:
+    """Mark mocks whose process died as interrupted before starting a new one.
+
+    Best effort: a store that cannot be written now is settled by a later run."""
+    try:
+        interrupted.settle(store, datetime.now(timezone.utc))
+    except StoreUnavailable:
+        pass
 
 
 def _question_pool(options: MockOptions) -> list:  # type: ignore[type-arg]
@@ -123,15 +138,34 @@ def _sit(options, console, reader, clock, store, grade, interactive, fuzz, rng, 
     mock_id = store.start_mock(minutes, exercise)
     countdown = Countdown(clock, minutes * 60.0)
     ctx = MockContext(console, reader, clock, countdown, store, mock_id, rng, interactive, options.seed, live)
-    if live is not None:
-        live.start(countdown, f"drill mock #{mock_id}")
     budgets = plan.budgets(questions, minutes)
-    _brief(ctx, questions, budgets, exercise, coding_file)
     concept = ConceptRound(ctx, questions, budgets, Scheduler(fuzz=fuzz))
     coding = CodingRound(ctx, exercise, coding_file, exercises_dir() / f"{exercise}.py", grade)
+    weakness = plan.topic_weakness(reviews)
+    owner = interrupted.this_process()
+
+    def report_so_far(status: str, error: str | None = None) -> dict:  # type: ignore[type-arg]
+        return build_report(
+            mock_id=mock_id, status=status, minutes=minutes, elapsed_s=min(countdown.elapsed(), minutes * 60.0),
+            seed=options.seed, concept=concept, coding=coding, exercise=exercise,
+            history_weakness=weakness, error=error,
+        )
+
+    def checkpoint() -> None:
+        """The report so far, plus who owns the mock: what history shows if this process dies."""
+        try:
+            store.checkpoint_mock(mock_id, {**report_so_far("running"), "owner": owner, "last_seen": now_iso()})
+        except StoreUnavailable:
+            pass  # the final save tries again; a checkpoint never stops the mock
+
+    ctx.on_progress = checkpoint
+    checkpoint()
     status, error, code = "completed", None, 0
     try:
         try:
+            if live is not None:
+                live.start(countdown, f"drill mock #{mock_id}")
+            _brief(ctx, questions, budgets, exercise, coding_file)
             concept.run()
             coding.run()
         except TimeUp:
@@ -151,11 +185,7 @@ def _sit(options, console, reader, clock, store, grade, interactive, fuzz, rng, 
     finally:
         if live is not None:
             live.stop()
-        report = build_report(
-            mock_id=mock_id, status=status, minutes=minutes, elapsed_s=min(countdown.elapsed(), minutes * 60.0),
-            seed=options.seed, concept=concept, coding=coding, exercise=exercise,
-            history_weakness=plan.topic_weakness(reviews), error=error,
-        )
+        report = report_so_far(status, error)
         store.finish_mock(mock_id, status, report["score"], report)
         render_report(console, report)
     return code
@@ -186,7 +216,7 @@ def show_history(console: Console | None = None, store: Store | None = None) -> 
     own = store is None
     store = store or open_store()
     try:
-        render_history(console, store.mocks())
+        render_history(console, interrupted.settle(store, datetime.now(timezone.utc)))
     finally:
         if own:
             store.close()
