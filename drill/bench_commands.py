@@ -34,9 +34,14 @@ threads, torch, seed, size_name, size_label, dims, peak_bandwidth_gb_s,
 sizes [{size, elapsed_s, results {learner|fused|math: {status, median_s,
 q1_s, q3_s, min_s, max_s, reps, tokens_per_s, bandwidth_gb_s,
 bandwidth_fraction, peak_bytes, ratio_to_fused, message}}}], exponents,
-memory_exponents, expected_exponent, warnings, stopped, learner_error.
-See drill/bench/README.md. Exit codes: 0 measured, 1 the file failed drill
-check or failed while benchmarked, 2 usage error.
+memory_exponents, expected_exponent, warnings, stopped, learner_error,
+cut_short, exit_code. See drill/bench/README.md.
+
+Exit codes: 0 measured (also when the ladder stopped on purpose: memory
+budget, --size-budget, --max-size); 1 the file fails drill check, or your code
+failed, hung past --timeout, ran out of memory or disagreed with the
+reference during the run; 2 usage error (bad flag, no such file, --device
+cuda without a GPU); 3 cut short by a limit while the reference was running.
 """
 
 
@@ -48,7 +53,7 @@ def register(app: typer.Typer) -> None:
         device: Optional[str] = typer.Option(None, "--device", help="cpu or cuda (default: cuda when available)."),
         dtype: Optional[str] = typer.Option(None, "--dtype", help="float32, bfloat16 or float16 (default: float32 on CPU, bfloat16 on CUDA)."),
         max_size: Optional[int] = typer.Option(None, "--max-size", help="Largest size of the ladder to run.", min=1),
-        memory_mb: int = typer.Option(4096, "--memory-mb", help="Memory limit of the benchmark process, MB (the ladder stays well below it).", min=600),
+        memory_mb: Optional[int] = typer.Option(None, "--memory-mb", help="Host-memory limit of the benchmark process, MB (default 4096 on CPU, where the ladder stays well below it; 16384 on CUDA, where the ladder's budget is the device's free memory).", min=600),
         timeout: float = typer.Option(120.0, "--timeout", help="Wall-clock limit for the whole ladder, seconds.", min=1.0),
         size_budget: float = typer.Option(15.0, "--size-budget", help="Stop the ladder after a size that takes longer than this, seconds.", min=0.1),
         threads: int = typer.Option(1, "--threads", help="CPU threads (torch.set_num_threads), the same for your code and the reference.", min=1),
@@ -73,8 +78,8 @@ def register(app: typer.Typer) -> None:
             from drill.bench.report import render
 
             render(report, Console(highlight=False))
-        if report.learner_error:
-            raise typer.Exit(EXIT_FAIL)
+        if report.exit_code:
+            raise typer.Exit(report.exit_code)
 
 
 def _refuse(result, json_out: bool) -> None:

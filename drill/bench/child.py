@@ -74,69 +74,56 @@ def _load_judge_child():
     return mod
 
 
-# -- timing ------------------------------------------------------------------------
+# -- measurement ---------------------------------------------------------------------
 
 
-class Timer:
-    """Times one call: perf_counter around the call on CPU, CUDA events (synchronised) on GPU."""
-
-    def __init__(self, device: torch.device) -> None:
-        self.cuda = device.type == "cuda"
-
-    def once(self, call) -> float:
-        if self.cuda:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            torch.cuda.synchronize()
-            start.record()
-            out = call()
-            end.record()
-            torch.cuda.synchronize()
-            del out
-            return start.elapsed_time(end) / 1e3
-        t0 = time.perf_counter()
-        out = call()
-        elapsed = time.perf_counter() - t0
-        del out
-        return elapsed
-
-
-def peak_bytes(call, device: torch.device, live_bytes_cls, traps=()) -> int:
-    """Peak extra bytes of one call (its output included): CUDA allocator stats, or the CPU audit."""
+def measure_peak(call, backend, live_bytes_cls, traps=()) -> tuple[int, object]:
+    """Peak extra bytes of one call (its output included) and the output: CUDA allocator stats, or the CPU audit."""
     from contextlib import ExitStack
 
     with ExitStack() as stack:
         for trap in traps:
             stack.enter_context(trap)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
-            base = torch.cuda.memory_allocated()
-            out = call()
-            torch.cuda.synchronize()
-            peak = torch.cuda.max_memory_allocated() - base
-            del out
-            return int(peak)
+        if backend is not None:
+            return CUDA_PEAK(call, backend)
         audit = stack.enter_context(live_bytes_cls())
         out = call()
-        del out
-        return int(audit.peak)
+        return int(audit.peak), out
 
 
-def copy_bandwidth(device: torch.device) -> float | None:
-    """Practical peak bandwidth (bytes/s): a large device-to-device copy, read + write counted."""
-    if device.type != "cuda":
-        return None
-    free, _ = torch.cuda.mem_get_info()
-    n = int(min(2**30, free // 8))
-    src = torch.empty(n, dtype=torch.uint8, device=device)
-    dst = torch.empty_like(src)
-    timer = Timer(device)
-    for _ in range(3):
-        dst.copy_(src)
-    samples = sorted(timer.once(lambda: dst.copy_(src)) for _ in range(10))
-    del src, dst
-    torch.cuda.empty_cache()
-    return 2 * n / samples[len(samples) // 2]
+CUDA_PEAK = None  # drill.bench.device.cuda_peak_bytes, bound in main() before drill is hidden
+
+
+class Running:
+    """Which implementation is being called right now, at which size, in a fixed-size file.
+
+    Written with one pwrite before every call (no open/close, and never inside
+    a timed region), so that when the parent kills a hung run it can tell a
+    learner's hang from a slow reference.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+
+    def mark(self, size: int, impl: str, phase: str) -> None:
+        data = json.dumps({"size": size, "impl": impl, "phase": phase}).encode()
+        os.pwrite(self.fd, data.ljust(128), 0)
+
+
+def agreement(got, want) -> float:
+    """max |got - want| / max |want| (normwise), in fp32; inf when shapes differ or got is not finite."""
+    if not isinstance(got, torch.Tensor) or tuple(got.shape) != tuple(want.shape):
+        return float("inf")
+    g, w = got.detach().float(), want.detach().float()
+    if not bool(torch.isfinite(g).all()):
+        return float("inf")
+    return float((g - w).abs().max() / w.abs().max().clamp_min(1e-6))
+
+
+# Outputs of your code and the fused reference must agree this closely (normwise) at every size.
+# Generous: this catches a wrong answer at benchmark sizes (a file that passes drill check at
+# small sizes and cuts corners at large ones, or breaks in half precision), not rounding.
+AGREEMENT_TOL = {"float32": 1e-3, "float16": 2e-2, "bfloat16": 6e-2}
 
 
 def is_oom(exc: BaseException) -> bool:
@@ -176,16 +163,34 @@ class Contender:
     def __init__(self, impl: str, make_call, traps=()) -> None:
         self.impl, self.make_call, self.traps = impl, make_call, traps
         self.call = None
+        self.output = None  # the audit call's output, kept only when it is compared
         self.result: dict = {}
         self.samples: list[float] = []
         self.reps = 0
 
-    def prepare(self, device, timer: "Timer", stats, live_bytes_cls, target_s: float) -> None:
-        """Build (untimed), one audit call for peak memory, one warm-up call that sizes the repetitions."""
+    def prepare(self, backend, timer, stats, live_bytes_cls, target_s: float, running: Running, size: int,
+                keep_output: bool = False) -> None:
+        """Build (untimed), one audit call for peak memory, one warm-up call that sizes the repetitions.
+
+        On CUDA an extra untimed call comes first: first-use costs (lazily
+        loaded kernels, the cuBLAS workspace, which the caching allocator
+        keeps) would otherwise land in the first implementation's peak memory.
+        """
+        running.mark(size, self.impl, "setup")
         t0 = time.perf_counter()
         self.call = self.make_call()
         setup_s = time.perf_counter() - t0
-        peak = peak_bytes(self.call, device, live_bytes_cls, self.traps)
+        if backend is not None:
+            running.mark(size, self.impl, "first use")
+            out = self.call()
+            backend.synchronize()
+            del out
+        running.mark(size, self.impl, "audit")
+        peak, out = measure_peak(self.call, backend, live_bytes_cls, self.traps)
+        if keep_output:
+            self.output = out
+        del out
+        running.mark(size, self.impl, "warm-up")
         first = timer.once(self.call)
         self.reps = stats.choose_reps(first, target_s)
         self.result = {"status": "ok", "setup_s": setup_s, "warmup_s": first, "peak_bytes": peak}
@@ -201,7 +206,7 @@ class Contender:
 
 
 def main() -> None:  # noqa: C901 - one linear script, split would only scatter it
-    global WORK
+    global WORK, CUDA_PEAK
     job = json.loads(sys.stdin.read())
     WORK = job["work"]
     record({"event": "load"})
@@ -223,12 +228,19 @@ def main() -> None:  # noqa: C901 - one linear script, split would only scatter 
     jc.WORK = WORK
     jc.LEARNER = os.path.realpath(job["learner"])
 
+    from drill.bench import device as measure
+
+    CUDA_PEAK = measure.cuda_peak_bytes
+    backend = None
     if device.type == "cuda":
+        torch.cuda.set_device(device)
         torch.cuda.init()
-    peak_bw = copy_bandwidth(device)
-    if device.type == "cuda":
-        free, total = torch.cuda.mem_get_info()
-        budget = int(free * job["memory_fraction"])
+        backend = measure.CudaBackend(device)
+    timer = measure.Timer(backend)  # on CUDA it holds the L2-flush buffer from here on
+    peak_bw = measure.copy_bandwidth(backend, timer) if backend is not None else None
+    if backend is not None:
+        free, total = backend.mem_get_info()
+        budget = measure.memory_budget(free, job["memory_fraction"])
         name = torch.cuda.get_device_name(device)
     else:
         budget = int(max(0, job["memory_mb"] - job["baseline_mb"]) * 2**20 * job["memory_fraction"])
@@ -237,6 +249,7 @@ def main() -> None:  # noqa: C901 - one linear script, split would only scatter 
         "event": "env", "device_name": name, "torch": torch.__version__, "threads": torch.get_num_threads(),
         "peak_bandwidth": peak_bw, "memory_budget_bytes": budget,
     })
+    running = Running(os.path.join(WORK, "running.json"))
 
     # Now the learner: drill hidden, traps on while its file is imported.
     for mod_name in [m for m in sys.modules if m == "drill" or m.startswith("drill.")]:
@@ -278,13 +291,13 @@ def main() -> None:  # noqa: C901 - one linear script, split would only scatter 
         convention = "half"
     record({"event": "loaded"})
 
-    timer = Timer(device)
     elem = torch.empty((), dtype=dtype).element_size()
     active = {impl: True for impl in IMPLS}
     target_s = float(job["target_s"])
     size_budget = float(job["size_budget_s"])
     deadline = time.monotonic() + float(job["timeout_s"])
     sizes = list(job["sizes"])
+    tol = AGREEMENT_TOL.get(job["dtype"], 6e-2)
     learner_medians: list[tuple[int, float]] = []
     for i, size in enumerate(sizes):
         est = wl.est_bytes(size, dims, elem)
@@ -295,14 +308,26 @@ def main() -> None:  # noqa: C901 - one linear script, split would only scatter 
             break
         record({"event": "size_start", "size": size})
         t_size = time.monotonic()
-        inputs = wl.build(size, dims, dtype, device, seed=int(job["seed"]) + size)
+        running.mark(size, "inputs", "setup")
+        try:
+            inputs = wl.build(size, dims, dtype, device, seed=int(job["seed"]) + size)
+        except BaseException as exc:  # noqa: BLE001 - only running out of memory is expected here
+            if not is_oom(exc):
+                raise
+            del exc
+            free_device_memory(device)
+            record({"event": "stop", "size": size, "reason": "memory",
+                    "message": f"out of memory building the inputs at {wl.size_label}={size}"})
+            break
         inputs["convention"] = convention
         results: dict[str, dict] = {}
 
         def fail(impl: str, exc: BaseException) -> None:
             if isinstance(exc, KeyboardInterrupt):
                 raise exc
-            if is_oom(exc):
+            if isinstance(exc, Stop):
+                stop = exc
+            elif is_oom(exc):
                 stop = Stop("oom", f"out of memory at {wl.size_label}={size}")
             elif impl == "learner":
                 stop = learner_failure(exc)
@@ -313,6 +338,7 @@ def main() -> None:  # noqa: C901 - one linear script, split would only scatter 
             free_device_memory(device)
 
         contenders = []
+        reference_out = None
         for impl in IMPLS:
             if not active[impl]:
                 results[impl] = {"status": "skipped", "message": "stopped at a smaller size"}
@@ -321,21 +347,35 @@ def main() -> None:  # noqa: C901 - one linear script, split would only scatter 
                 c = Contender(impl, lambda: wl.learner(learner, inputs, dims), traps())
             else:
                 c = Contender(impl, lambda impl=impl: wl.reference(ref, impl, inputs, dims))
+            compare = wl.comparable and impl in ("fused", "learner")
             jc.TRIPPED.clear()
             try:
                 with torch.no_grad():
-                    c.prepare(device, timer, stats, LiveBytes, target_s)
+                    c.prepare(backend, timer, stats, LiveBytes, target_s, running, size, keep_output=compare)
                 if jc.TRIPPED:
                     raise jc.ForbiddenOp(jc.TRIPPED[0]["op"], jc.TRIPPED[0]["line"], jc.TRIPPED[0]["source"])
+                if impl == "fused":
+                    reference_out = c.output
+                elif compare and reference_out is not None:
+                    err = agreement(c.output, reference_out)
+                    if not err <= tol:
+                        raise Stop("mismatch", f"your output differs from the fused reference at {wl.size_label}={size}: "
+                                               f"max rel err {err:.2g}, over the {tol:g} allowed in {job['dtype']}")
+                c.output = None
             except BaseException as exc:  # noqa: BLE001 - a failure is a result
+                c.output = None
                 fail(impl, exc)
                 continue
+            record({"event": "prepared", "size": size, "impl": impl, "warmup_s": c.result["warmup_s"],
+                    "peak_bytes": c.result["peak_bytes"]})
             contenders.append(c)
+        reference_out = None
         # Timed rounds, interleaved: a burst of load on a shared machine hits every contender alike.
         for r in range(max((c.reps for c in contenders), default=0)):
             for c in contenders:
                 if r >= c.reps or not active[c.impl]:
                     continue
+                running.mark(size, c.impl, "timed")
                 try:
                     with torch.no_grad():
                         c.samples.append(timer.once(c.call))
@@ -348,6 +388,7 @@ def main() -> None:  # noqa: C901 - one linear script, split would only scatter 
         elapsed = time.monotonic() - t_size
         del inputs
         free_device_memory(device)
+        running.mark(size, "", "between sizes")
         record({"event": "size", "size": size, "elapsed_s": elapsed, "results": results})
 
         if not active["learner"]:
@@ -375,7 +416,10 @@ def main() -> None:  # noqa: C901 - one linear script, split would only scatter 
                         "message": f"stopped before {wl.size_label}={nxt}: predicted ~{guess:.0f} s, "
                                    f"past the overall time limit"})
                 break
-    record({"event": "done"})
+    done = {"event": "done", "host_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    if backend is not None:
+        done["device_peak_bytes"] = int(torch.cuda.max_memory_allocated(device))  # since the last reset only
+    record(done)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)

@@ -163,7 +163,9 @@ def render(report: BenchReport, console: Console) -> None:
     for note in report.warnings():
         console.print(Text("note: " + note, style="yellow"))
     if report.learner_error:
-        console.print(Text("your code failed during the benchmark: " + report.learner_error, style="red"))
+        err = report.learner_error
+        prefix = "" if err.startswith("your code") else "your code failed during the benchmark: "
+        console.print(Text(prefix + err, style="red"))
     if report.stopped:
         console.print(Text("ladder stopped: " + report.stopped, style="dim"))
     console.print(Text(f"seed {report.seed}, {report.elapsed_s:.1f} s", style="dim"))

@@ -25,6 +25,15 @@ IMPL_LABELS = {"learner": "yours", "fused": "fused ref", "math": "math ref"}
 CHILD_SCRIPT = Path(__file__).with_name("child.py")
 BASELINE_MB = 450  # what the child holds before any input exists: torch, the reference, the learner's module
 STARTUP_SLACK_S = 15.0  # beyond --timeout: the child's own set-up (peak-bandwidth copy, module build)
+# Host-memory limit of the benchmark process when --memory-mb is not given. On CUDA the inputs live on
+# the device (whose budget is its own free memory), but the CUDA context, cuBLAS/cuDNN and the kernels
+# of libtorch_cuda take 1-3 GB of host RSS by themselves, so the CPU default would kill a healthy run.
+DEFAULT_MEMORY_MB = {"cpu": 4096, "cuda": 16384}
+
+# Exit codes of `drill bench` (see drill/bench/README.md).
+EXIT_MEASURED = 0  # every size ran, or the ladder stopped on purpose (memory budget, size budget, --max-size)
+EXIT_LEARNER = 1  # the file fails drill check, or your code failed, hung or ran out of memory during the run
+EXIT_INCOMPLETE = 3  # a limit cut the run short while the reference (not your code) was running
 
 
 @dataclass(frozen=True)
@@ -34,7 +43,7 @@ class BenchOptions:
     device: str | None = None
     dtype: str | None = None
     max_size: int | None = None
-    memory_mb: int = 4096
+    memory_mb: int | None = None  # None: DEFAULT_MEMORY_MB of the device
     timeout_s: float = 120.0
     size_budget_s: float = 15.0
     threads: int = 1
@@ -89,8 +98,19 @@ class BenchReport:
     peak_bandwidth: float | None = None  # bytes/s, CUDA only
     stopped: str = ""  # why the ladder ended early ("" = every size ran)
     learner_error: str = ""  # a failure of the learner's code during the benchmark
+    cut_short: bool = False  # a limit (time, memory, CPU) or a crash ended the run, not the ladder's own rules
+    host_peak_rss_mb: float | None = None  # the benchmark process's peak resident memory (from the child)
     output_tail: str = ""
     elapsed_s: float = 0.0
+
+    @property
+    def exit_code(self) -> int:
+        """0 measured (a ladder stopped on purpose included); 1 your code failed; 3 cut short by a limit."""
+        if self.learner_error:
+            return EXIT_LEARNER
+        if self.cut_short:
+            return EXIT_INCOMPLETE
+        return EXIT_MEASURED
 
     # -- derived numbers -------------------------------------------------------------
 
@@ -192,6 +212,9 @@ class BenchReport:
             "warnings": self.warnings(),
             "stopped": self.stopped or None,
             "learner_error": self.learner_error or None,
+            "cut_short": self.cut_short,
+            "exit_code": self.exit_code,
+            "host_peak_rss_mb": self.host_peak_rss_mb,
             "elapsed_s": round(self.elapsed_s, 3),
         }
 
@@ -254,17 +277,23 @@ def bench_file(path: str | Path, exercise: str | None = None, opts: BenchOptions
     name = validate(path, exercise, opts)
     wl = WORKLOADS[name]
 
+    from dataclasses import replace
+
     from drill.judge.runner import Child, Limits
 
     limits = Limits(
         timeout_s=opts.timeout_s + STARTUP_SLACK_S,
         cpu_s=(opts.timeout_s + STARTUP_SLACK_S) * opts.threads + 60.0,
-        memory_mb=opts.memory_mb,
+        memory_mb=opts.memory_mb if opts.memory_mb is not None else DEFAULT_MEMORY_MB["cpu"],
     )
     child = Child(limits, script=CHILD_SCRIPT)  # its torch import overlaps the check below
     try:
         device = resolve_device(opts.device)
         sizes = ladder(wl, device, opts.max_size)
+        if opts.memory_mb is None and device != "cpu":
+            # The child applies its data-segment limit on CPU only; the parent's RSS watch reads child.limits.
+            limits = child.limits = replace(limits, memory_mb=DEFAULT_MEMORY_MB[device])
+        memory_mb = limits.memory_mb
         from drill.judge.check import check_file
 
         result = check_file(path, name)
@@ -285,7 +314,7 @@ def bench_file(path: str | Path, exercise: str | None = None, opts: BenchOptions
             "target_s": opts.target_s,
             "size_budget_s": opts.size_budget_s,
             "timeout_s": opts.timeout_s,
-            "memory_mb": opts.memory_mb,
+            "memory_mb": memory_mb,
             "baseline_mb": BASELINE_MB,
             "memory_fraction": opts.memory_fraction,
             "forbidden": list(_spec_attr(name, "forbidden")),
@@ -293,13 +322,14 @@ def bench_file(path: str | Path, exercise: str | None = None, opts: BenchOptions
         }
         child.send(job, {})
         outcome = child.wait()
+        running = _read_running(child.output_file("running.json"))
     finally:
         child.cleanup()
     report = BenchReport(
         exercise=name, file=str(path), device=device, dtype=dtype, threads=opts.threads, seed=seed,
         workload=wl, dims=dims, check_seed=result.seed,
     )
-    _read_events(report, outcome, limits, wl)
+    _read_events(report, outcome, limits, wl, running)
     report.elapsed_s = time.monotonic() - t0
     return report
 
@@ -310,10 +340,30 @@ def _spec_attr(name: str, attr: str) -> tuple[str, ...]:
     return tuple(getattr(load_spec(name), attr, ()))
 
 
-def _read_events(report: BenchReport, outcome: Any, limits: Any, wl: Workload) -> None:
-    """Fill the report from the child's records; the child's words are data, checked for shape."""
+def _read_running(path: Path) -> dict[str, Any] | None:
+    """The child's last "now calling" marker ({size, impl, phase}), or None; data, checked for shape."""
+    import json
+
+    try:
+        raw = json.loads(path.read_bytes().decode("utf-8", "replace").strip() or "null")
+    except (OSError, ValueError):
+        return None
+    if not isinstance(raw, dict) or not isinstance(raw.get("size"), int) or not isinstance(raw.get("impl"), str):
+        return None
+    return {"size": raw["size"], "impl": raw["impl"], "phase": str(raw.get("phase", ""))}
+
+
+def _read_events(report: BenchReport, outcome: Any, limits: Any, wl: Workload,
+                 running: dict[str, Any] | None = None) -> None:
+    """Fill the report from the child's records; the child's words are data, checked for shape.
+
+    When a limit (or a crash) ended the run, `running` (the child's last
+    marker) says who was being called: your code -> `learner_error` (exit 1),
+    a reference or the harness -> `cut_short` (exit 3). A run killed by
+    `--timeout` is never reported as a success.
+    """
     report.output_tail = outcome.output_tail
-    running = None
+    prepared: dict[tuple[int, str], float] = {}  # (size, impl) -> seconds of one call
     for ev in outcome.events:
         kind = ev.get("event")
         if kind == "env":
@@ -324,10 +374,9 @@ def _read_events(report: BenchReport, outcome: Any, limits: Any, wl: Workload) -
         elif kind == "load_error":
             report.learner_error = _describe_failure(ev, "while importing the file")
             report.stopped = "your file failed to load in the benchmark"
-        elif kind == "size_start":
-            running = ev.get("size")
+        elif kind == "prepared" and isinstance(ev.get("size"), int) and isinstance(ev.get("warmup_s"), (int, float)):
+            prepared[(ev["size"], str(ev.get("impl")))] = float(ev["warmup_s"])
         elif kind == "size" and isinstance(ev.get("results"), dict):
-            running = None
             row = SizeRow(int(ev["size"]), {}, float(ev.get("elapsed_s", 0.0)))
             for impl in IMPLS:
                 raw = ev["results"].get(impl)
@@ -337,20 +386,51 @@ def _read_events(report: BenchReport, outcome: Any, limits: Any, wl: Workload) -
                     report.learner_error = _describe_failure(
                         {"status": res.status, "message": res.message, "line": res.line}, f"at {wl.size_label}={row.size}"
                     )
+                    if res.status == "oom":
+                        fused = row.results.get("fused")
+                        if fused is not None and fused.status == "ok" and fused.peak_bytes:
+                            report.learner_error += (f" (the fused reference needed {fused.peak_bytes / 2**20:.0f} MB "
+                                                     "at this size)")
             report.rows.append(row)
         elif kind == "stop" and not report.stopped:
             report.stopped = str(ev.get("message", ""))
+        elif kind == "done" and isinstance(ev.get("host_peak_rss_mb"), (int, float)):
+            report.host_peak_rss_mb = round(float(ev["host_peak_rss_mb"]), 1)
     if outcome.killed_for in ("time_limit", "memory_limit", "cpu_limit", "startup") or not outcome.finished:
-        what = {
-            "time_limit": f"the overall time limit (--timeout {limits.timeout_s - STARTUP_SLACK_S:g} s)",
-            "memory_limit": f"the memory limit ({limits.memory_mb} MB)",
-            "cpu_limit": "the CPU-time limit",
-            "startup": "a start-up failure of the benchmark process",
-        }.get(outcome.killed_for or "", f"the process ending early (exit code {outcome.returncode})")
-        at = f" at {wl.size_label}={running}" if running is not None else ""
-        report.stopped = f"stopped by {what}{at}; sizes measured before that are shown"
+        _explain_cut(report, outcome, limits, wl, running, prepared)
     if outcome.leftovers and not report.learner_error:
         report.learner_error = f"your code left {len(outcome.leftovers)} process(es) running (killed)"
+
+
+def _explain_cut(report: BenchReport, outcome: Any, limits: Any, wl: Workload, running: dict[str, Any] | None,
+                 prepared: dict[tuple[int, str], float]) -> None:
+    """A limit or a crash ended the run: say which, at which size, and whose code was running."""
+    what = {
+        "time_limit": f"the overall time limit (--timeout {limits.timeout_s - STARTUP_SLACK_S:g} s)",
+        "memory_limit": f"the memory limit ({limits.memory_mb} MB, --memory-mb)",
+        "cpu_limit": "the CPU-time limit",
+        "startup": "a start-up failure of the benchmark process",
+    }.get(outcome.killed_for or "", f"the benchmark process ending early (exit code {outcome.returncode})")
+    size = running["size"] if running else None
+    impl = running["impl"] if running else ""
+    at = f" at {wl.size_label}={size}" if size is not None else ""
+    if impl == "learner":
+        fused_s = prepared.get((size, "fused"))
+        ref = ""
+        if fused_s is not None:
+            from drill.bench.report import fmt_time
+
+            ref = f"; the fused reference took {fmt_time(fused_s)} per call there"
+        verb = {"time_limit": "did not finish", "cpu_limit": "did not finish",
+                "memory_limit": "went over the memory limit"}.get(outcome.killed_for or "", "stopped the run")
+        report.learner_error = f"your code {verb}{at} ({what}{ref})"
+        report.stopped = f"cut short by {what}{at}, in your code; sizes measured before that are shown"
+    else:
+        who = {"fused": "the fused reference", "math": "the math reference", "inputs": "building the inputs"}.get(impl)
+        during = f" while {who} was running" if who and impl != "inputs" else (f" while {who}" if who else "")
+        report.stopped = (f"cut short by {what}{at}{during}; sizes measured before that are shown "
+                          "(raise --timeout or lower --max-size)")
+    report.cut_short = True
 
 
 def _impl_result(raw: dict) -> ImplResult:
