@@ -75,6 +75,8 @@ def _combined_mask(
             fits = False
         if not fits:
             raise ValueError(f"mask of shape {tuple(mask.shape)} does not broadcast to {target}")
+        if mask.dim() < 2:  # legal (a (T_k,) key mask, a 0-d flag), but F.sdpa indexes dim -2: give it one
+            mask = mask.reshape((1,) * (2 - mask.dim()) + tuple(mask.shape))
     if not causal:
         return mask, False
     if mask is None and t_q == t_k:

@@ -126,6 +126,9 @@ def diagnose_cases(spec: Spec, evals: list[CaseEval], tolerance_of: Any) -> Verd
     bug = match_bug(spec, tensor_evals, tolerance_of)
     if bug is not None:
         return bug
+    probe = probe_failure(evals)
+    if probe is not None:
+        return probe
 
     for status, reason in (("wrong_type", None), ("wrong_shape", "shape")):
         if status in by_status:
@@ -167,6 +170,40 @@ def diagnose_cases(spec: Spec, evals: list[CaseEval], tolerance_of: Any) -> Verd
         if ev.status == "not_run":
             return Verdict(GENERIC["crashed"], f"test '{ev.case.name}' did not run")
     return Verdict(GENERIC["unknown"], "the run failed without a recognisable cause")
+
+
+def probe_failure(evals: list[CaseEval]) -> Verdict | None:
+    """Name the contract clause a run breaks when it fails only on the cases probing that clause.
+
+    Some cases exist to try one legal but unusual input form (a 1-D mask, a
+    mask per head) and carry `ctx["probe"]`, the Diagnosis for "your code does
+    not accept this form". When every failing test probes the same clause,
+    each one raised or returned the wrong shape, and some other test passed,
+    the code works on the usual forms and chokes on exactly this one: that is
+    the mistake, and saying so beats a bare "exception". A wrong *value* on a
+    probe is left to the bug variants and `unknown`: it may be any mistake.
+    """
+    failing = [ev for ev in evals if not ev.passed]
+    if not failing or len(failing) == len(evals):
+        return None
+    probes = {ev.case.ctx.get("probe") for ev in failing}
+    if len(probes) != 1 or None in probes:
+        return None
+    for ev in failing:
+        if ev.status not in ("exception", "wrong_shape") and not (ev.forward is not None and ev.forward.reason == "shape"):
+            return None
+    ev = failing[0]
+    if ev.status == "exception":
+        rec = ev.record
+        what = f"{rec.get('type')}: {rec.get('message')}{where(rec)}"
+    else:
+        what = ev.forward.message if ev.forward is not None else ev.record.get("message", "wrong shape")
+    n = len(failing)
+    return Verdict(
+        probes.pop(),
+        f"{what} in test '{ev.case.name}'; every other test passes"
+        + (f" ({n} tests of this kind fail)" if n > 1 else ""),
+    )
 
 
 def match_bug(spec: Spec, evals: list[CaseEval], tolerance_of: Any) -> Verdict | None:

@@ -48,6 +48,14 @@ D = {
         Diagnosis("no_max_subtraction", "Softmax without subtracting the row max",
                   "exp() of a large logit overflows (exp(89) in fp32, exp(12) in fp16), giving inf/inf = NaN.",
                   "Subtract scores.amax(-1, keepdim=True) before exp, or use torch.softmax."),
+        Diagnosis("mask_shape_assumed", "Mask assumed to have one particular shape",
+                  "A mask may be any bool tensor that broadcasts to the scores (..., T_q, T_k): a 1-D (T_k,) key mask, "
+                  "(T_q, T_k) with 3-D inputs, (T_q, 1), (B, 1, 1, T_k), one mask per head. Your code works on the other "
+                  "tests but raises or returns the wrong shape on this legal one, so it indexes, reshapes or unsqueezes "
+                  "the mask as if it had a query axis or a fixed number of dims.",
+                  "Let broadcasting do it: scores.masked_fill(~mask, ...) accepts every legal shape. If you need "
+                  "explicit dims (a loop over heads or query rows), take torch.broadcast_to(mask, scores.shape) first "
+                  "and slice that."),
     ]
 }
 

@@ -4,7 +4,10 @@ Each case is built to catch a real mistake: several leading batch dims
 (transpose(2, 3) instead of (-2, -1)), T_q != T_k and d_k != d_v (scale taken
 from the wrong size), causal and padding masks (mask direction, fill value),
 a fully masked row (NaN), large logits (exp overflow), fp16/bf16 inputs
-(fill overflow, dtype of the result). Shapes and values are fresh per seed.
+(fill overflow, dtype of the result), and masks of every legal rank (a 1-D
+key mask, a 2-D mask with 3-D inputs, a (T_q, 1) query mask): code that
+assumes a query axis or 4-D scores fails those with `mask_shape_assumed`.
+Shapes and values are fresh per seed.
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ from drill.judge.specs._common import TOLERANCES, Draw, reference_with_grads
 TARGET = "scaled_dot_product_attention"
 
 
-def _case(name: str, q, k, v, mask=None, *, dtype="float32", draw: Draw | None = None, grads=False, tol=None) -> Case:
+def _case(
+    name: str, q, k, v, mask=None, *, dtype="float32", draw: Draw | None = None, grads=False, tol=None, probe=False
+) -> Case:
     args = {"q": q, "k": k, "v": v}
     if mask is not None:
         args["mask"] = mask
@@ -36,7 +41,7 @@ def _case(name: str, q, k, v, mask=None, *, dtype="float32", draw: Draw | None =
         upstream=upstream,
         care=care,
         out_dtype=q.dtype,
-        ctx={"dtype": dtype, **({"tol": tol} if tol else {})},
+        ctx={"dtype": dtype, **({"tol": tol} if tol else {}), **({"probe": D["mask_shape_assumed"]} if probe else {})},
     )
 
 
@@ -125,6 +130,37 @@ def make_cases(seed: int) -> list[Case]:
     cases.append(
         _case("fp32 single query (T_q=1) with padding mask", d.normal(3, 2, 1, 8), d.normal(3, 2, tk, 8),
               d.normal(3, 2, tk, 8), pad, draw=d, grads=True)
+    )
+    return cases + _mask_shape_cases(d)
+
+
+def _mask_shape_cases(d: Draw) -> list[Case]:
+    """Legal masks of unusual rank: code that assumes a query axis or 4-D scores fails only here.
+
+    Drawn after every other case, so adding them left the earlier cases of a
+    seed unchanged. T_q != T_k in each, so a mask read along the wrong axis
+    cannot pass by coincidence.
+    """
+    cases = []
+    h, tq = d.int(2, 3), d.int(3, 6)
+    tk = tq + d.int(2, 5)
+    keys = torch.ones(tk, dtype=torch.bool)
+    keys[tk - d.int(1, tk // 2):] = False
+    cases.append(
+        _case(f"fp32 1-D key mask (T_k,), T_q={tq} != T_k={tk}", d.normal(2, h, tq, 8), d.normal(2, h, tk, 8),
+              d.normal(2, h, tk, 8), keys, draw=d, grads=True, probe=True)
+    )
+    tq, tk = d.int(3, 6), d.int(7, 10)
+    cases.append(
+        _case(f"fp32 3-D inputs (B,T,d) with a (T_q,T_k) mask, T_q={tq}, T_k={tk}", d.normal(2, tq, 8),
+              d.normal(2, tk, 8), d.normal(2, tk, 4), _row_mask(d, (), tq, tk, False), probe=True)
+    )
+    tq, tk = d.int(4, 7), d.int(2, 3)
+    rows = torch.ones(tq, 1, dtype=torch.bool)
+    rows[d.int(0, tq - 1)] = False  # one query row blocked entirely: only finiteness is required there
+    cases.append(
+        _case(f"fp32 query mask (T_q,1) broadcast over keys, T_q={tq}, T_k={tk}", d.normal(2, 2, tq, 8),
+              d.normal(2, 2, tk, 8), d.normal(2, 2, tk, 8), rows, probe=True)
     )
     return cases
 
