@@ -26,7 +26,7 @@ def _split_topics(values: list[str] | None) -> tuple[str, ...]:
 def register(app: typer.Typer) -> None:
     @app.command()
     def mock(
-        minutes: Annotated[float, typer.Option("--minutes", "-m", help="Length of the mock in minutes.")] = 45.0,
+        minutes: Annotated[float, typer.Option("--minutes", "-m", help="Length of the mock in minutes (at most 1440).")] = 45.0,
         topics: Annotated[Optional[list[str]], typer.Option("--topics", "--topic", "-t", help="Only these question topics (comma-separated or repeated).")] = None,
         exercise: Annotated[Optional[str], typer.Option("--exercise", "-e", help="Coding exercise (default: one you have not passed yet).")] = None,
         questions: Annotated[int, typer.Option("--questions", "-n", help="Concept questions before the coding round (0 = coding only).")] = 6,
@@ -35,7 +35,16 @@ def register(app: typer.Typer) -> None:
         bank: Annotated[Optional[Path], typer.Option("--bank", help="Question folder or file instead of the shipped bank.")] = None,
         history: Annotated[bool, typer.Option("--history", help="List past mocks with scores and trend, then exit.")] = False,
     ) -> None:
-        """A timed mock interview: concept questions, then a coding round, then a report card."""
+        """A timed mock interview: concept questions, then a coding round, then a report card.
+
+        Concept answers feed your reviews (source "mock"). A question you skip, end the
+        round on (q), or leave unanswered on screen for 5 s or more when time runs out
+        counts as a miss (Again); one shown for less, or never reached, is not rated.
+
+        --history lists every mock: completed, expired (time ran out), abandoned (Ctrl-C),
+        running (in another terminal) or interrupted (drill was killed or its terminal
+        closed: the answers up to then are kept, with no score and no place in the trend).
+        """
         from drill.mock.run import MockOptions, run_mock, show_history
 
         with user_errors():

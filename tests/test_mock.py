@@ -26,6 +26,7 @@ from typer.testing import CliRunner
 from drill.cli import app
 from drill.mock.clock import Countdown, FakeClock, SystemClock
 from drill.mock.reader import INTERRUPT, EndOfInput, ScriptedReader, TimeUp, stream_reader
+from drill.mock.rounds import MIN_SEEN_S
 from drill.mock.run import EXIT_ABANDONED, MockOptions, run_mock
 from drill.store import Store
 
@@ -224,10 +225,13 @@ def test_time_running_out_mid_question(tmp_path: Path, bank: Path, steps: list, 
     reviews = store.reviews()
     if rated:
         assert [(r.question_id, r.rating, r.source) for r in reviews[1:]] == [(questions[1]["id"], 1, "mock")]
-        assert reviews[1].answer == "(time ran out in a mock)" and "time ran out" in out
+        assert reviews[1].answer == "(time ran out in a mock)"
+        assert f"time ran out = on screen {MIN_SEEN_S:g} s or more" in out  # the card states the rule
         assert questions[1]["id"] in store.cards() and questions[1]["rating"] == 1
     else:
-        assert len(reviews) == 1 and questions[1]["rating"] is None and "not answered" in out
+        assert len(reviews) == 1 and questions[1]["rating"] is None
+        assert "not answered = never reached, or on screen too briefly" in out
+    assert f"on screen for {MIN_SEEN_S:g} s or more counts as a miss" in out  # and so does the brief
     assert questions[1]["id"] in report["to_review"]
     assert "Time is up" in out and "not reached" in out
     assert report["elapsed_s"] == 300.0
@@ -368,6 +372,15 @@ def test_bad_options_exit_2_without_starting_a_mock(home: Path, bank: Path, tmp_
         assert store.mocks() == []
 
 
+def test_help_states_the_miss_rule_and_the_history_statuses() -> None:
+    result = runner.invoke(app, ["mock", "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0
+    text = " ".join(result.output.split())
+    assert f"on screen for {MIN_SEEN_S:g} s or more when time runs out counts as a miss" in text
+    for status in ("completed", "expired", "abandoned", "running", "interrupted"):
+        assert status in text
+
+
 def test_unwritable_folder_exits_2(home: Path, bank: Path, tmp_path: Path) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("")
@@ -483,7 +496,7 @@ def test_report_table_stays_readable_at_80_columns(home: Path, bank: Path, tmp_p
         console = Console(record=True, width=width, force_terminal=False)
         render_report(console, report)
         text = console.export_text()
-        rows = [line for line in text.splitlines() if "not answered" in line]
+        rows = [line for line in text.splitlines() if "✗ not answered" in line]
         assert len(rows) == len(report["concept"]["questions"]), text  # the result column is not cut
         assert [row.split()[0] for row in rows] == [str(i + 1) for i in range(len(rows))], text  # nor the number
         assert "…" not in text and long_id[:12] in text, text  # the id is folded, not cut

@@ -3,5 +3,6 @@
 Modules: clock (injectable time), reader (line input with a deadline), plan
 (what to ask, which exercise, where the file goes), live (the countdown on a
 terminal), rounds (concept and coding rounds), report (scoring, report card,
-history) and run (the whole session as one function the CLI calls).
+history), interrupted (mocks whose process died) and run (the whole session
+as one function the CLI calls).
 """

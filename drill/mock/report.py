@@ -19,7 +19,7 @@ from rich.text import Text
 
 from drill.mock.clock import duration, mmss
 from drill.mock.plan import rank_weak_topics
-from drill.mock.rounds import CodingRound, ConceptRound
+from drill.mock.rounds import MIN_SEEN_S, CodingRound, ConceptRound
 from drill.quiz.schedule import RATING_NAMES
 
 REPORT_VERSION = 1
@@ -143,6 +143,12 @@ def render_report(console: Console, report: dict[str, Any]) -> None:
             table.add_row(str(i), q["id"], f"{q['topic']} · {q['kind']}", result,
                           Text(f"{spent} / {mmss(q['budget_s'])}", style="yellow" if over else ""))
         console.print(table)
+        outcomes = {q["outcome"] for q in questions}
+        if "timeout" in outcomes:
+            console.print(Text(f"  time ran out = on screen {MIN_SEEN_S:g} s or more when the clock stopped: "
+                               "a miss (Again) in your reviews", style="dim"))
+        if "missed" in outcomes:
+            console.print(Text("  not answered = never reached, or on screen too briefly: not rated", style="dim"))
     _render_coding(console, report["coding"])
     console.print()
     if report["weak_topics"]:

@@ -5,7 +5,9 @@ sit a whole "45-minute" mock in milliseconds, run out of time mid-question,
 or press Ctrl-C at any prompt, and check what was saved. The mock row is
 created when the brief is shown and is always finished — completed, expired
 or abandoned — with whatever report exists at that point, even when an error
-stops it.
+stops it. Until then its report so far is checkpointed after every question
+and every graded file, with the owning process recorded: if drill is killed
+outright, a later drill marks the mock interrupted (drill.mock.interrupted).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from drill.mock.clock import Clock, Countdown, SystemClock, mmss
 from drill.mock.live import LiveStatus
 from drill.mock.reader import DeadlineReader, EndOfInput, TimeUp, stream_reader
 from drill.mock.report import build_report, render_history, render_report
-from drill.mock.rounds import Abandoned, CodingRound, ConceptRound, Grader, MockContext
+from drill.mock.rounds import MIN_SEEN_S, Abandoned, CodingRound, ConceptRound, Grader, MockContext
 from drill.paths import exercises_dir
 from drill.quiz.loader import load_bank
 from drill.quiz.schedule import Scheduler
@@ -198,10 +200,11 @@ def _brief(ctx: MockContext, questions: list, budgets: list[float], exercise: st
     if questions:
         topics = sorted({q.topic for q in questions})
         say(f"Round 1: {len(questions)} concept question{'s' * (len(questions) != 1)} ({', '.join(topics)}), "
-            f"about {mmss(sum(budgets))} in all; each shows its own budget. Type skip to pass one, q to end the round.")
+            f"about {mmss(sum(budgets))} in all; each shows its own budget. Type skip to pass one "
+            f"(it goes on your review list as a miss), q to end the round there.")
     say(f"Round 2: coding — implement `{exercise}` in {coding_file.path}; graded with hidden tests, resubmit as often as you like.")
-    say("At 0:00 the mock ends: unanswered questions count as missed and your last saved file is graded. "
-        "Ctrl-C asks whether to abandon.", "dim")
+    say(f"At 0:00 the mock ends: a question on screen for {MIN_SEEN_S:g} s or more counts as a miss in your reviews, "
+        "the rest as not answered, and your last saved file is graded. Ctrl-C asks whether to abandon.", "dim")
 
 
 def _check_file(path: Path, exercise: str, seed: int | None):  # type: ignore[no-untyped-def]
