@@ -100,14 +100,10 @@ def run_case(mod: Any, case: dict, tensors: dict, host: Any) -> dict[str, torch.
     past = (args["past_k"], args["past_v"]) if extra.get("past") else None
     out, cache = run_chain(module, args["x"], list(extra["calls"]), past, case["target"])
     chosen = {"out": out, "k": cache[0], "v": cache[1]}[extra["returns"]]
-    result = {"out": _plain(chosen)}
+    result = {"out": host.plain(chosen)}
     if case.get("upstream"):
         result.update(_grads(chosen, tensors[case["upstream"]], args, grad_inputs, module, case, host))
     return result
-
-
-def _plain(t: torch.Tensor) -> torch.Tensor:
-    return t.as_subclass(torch.Tensor).detach().to("cpu").contiguous().clone()
 
 
 def _grads(out, upstream, args, grad_inputs, module, case, host) -> dict[str, torch.Tensor]:
@@ -128,10 +124,10 @@ def _grads(out, upstream, args, grad_inputs, module, case, host) -> dict[str, to
         return grads
     for name in grad_inputs:
         if args[name].grad is not None:
-            grads["input:" + name] = _plain(args[name].grad)
+            grads["input:" + name] = host.plain(args[name].grad)
     if case.get("grad_params"):
         for path in case.get("params", {}):
             g = host.resolve_attr(module, path, case["target"]).grad
             if g is not None:
-                grads["param:" + path] = _plain(g)
+                grads["param:" + path] = host.plain(g)
     return grads

@@ -61,6 +61,13 @@ import torch  # noqa: E402 - after the limits, so they cover the import too
 from torch.overrides import TorchFunctionMode  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
+try:  # private, but present from torch 2.0 to at least 2.13
+    from torch.utils._python_dispatch import _disable_current_modes as _no_dispatch_modes  # noqa: E402
+except ImportError:  # pragma: no cover - a future torch without it
+    import contextlib as _contextlib
+
+    _no_dispatch_modes = _contextlib.nullcontext
+
 WORK = ""
 LEARNER = ""
 TRIPPED: list[dict] = []
@@ -231,8 +238,15 @@ def record(event: dict) -> None:
 
 
 def plain(t: torch.Tensor) -> torch.Tensor:
-    """A detached, contiguous, CPU, plain-class copy (no subclass survives the trip)."""
-    return t.as_subclass(torch.Tensor).detach().to("cpu").contiguous().clone()
+    """A detached, contiguous, CPU, plain-class copy (no subclass survives the trip).
+
+    Runs with the traps' dispatch mode lifted: on torch 2.4 `as_subclass`
+    under an active TorchDispatchMode raises "the raw Tensor object is already
+    associated to a python object", even for a plain Tensor. The copy is the
+    grader's own work, so nothing the learner runs escapes the traps.
+    """
+    with _no_dispatch_modes():
+        return t.as_subclass(torch.Tensor).detach().to("cpu").contiguous().clone()
 
 
 def type_name(obj) -> str:

@@ -220,4 +220,4 @@ def run_case(mod: Any, case: dict, tensors: dict, host: Any) -> dict[str, torch.
             out = model(ids)
     else:
         out, _ = greedy(model, ids, int(extra["new_tokens"]), cached=bool(extra["cached"]))
-    return {"out": out.as_subclass(torch.Tensor).detach().to("cpu").contiguous().clone()}
+    return {"out": host.plain(out)}
