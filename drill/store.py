@@ -127,13 +127,26 @@ class Store:
     """Open (creating and migrating if needed) the progress store at `path`.
 
     Raises UserError, never deletes or rewrites an unreadable file.
+
+    `read_only=True` is for commands that only show progress (stats, the
+    exercise list, mock history): they must work when the store cannot be
+    written — a read-only file, folder or mount, or another drill holding the
+    write lock. Such a store creates nothing (a missing file reads as empty),
+    never migrates, and refuses writes; `note` then says, in one line, why it
+    is read-only (None when it merely happens to be opened that way).
     """
 
-    def __init__(self, path: Path | str | None = None) -> None:
+    def __init__(self, path: Path | str | None = None, *, read_only: bool = False) -> None:
         self.path = Path(path) if path is not None else default_path()
+        self.read_only = read_only
+        self.note: str | None = None
         folder = self.path.parent
         if folder.exists() and not folder.is_dir():
             raise UserError("the progress folder is a file, not a folder; point DRILL_HOME at a folder", str(folder))
+        if read_only:
+            self._db, self.note = _open_read_only(self.path)
+            self._db.row_factory = sqlite3.Row
+            return
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -147,11 +160,7 @@ class Store:
             self._db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
             version = self._db.execute("PRAGMA user_version").fetchone()[0]
             if version > SCHEMA_VERSION:
-                raise UserError(
-                    f"progress store has schema version {version}, newer than this drill understands "
-                    f"({SCHEMA_VERSION}); upgrade drill — the file was left untouched",
-                    str(self.path),
-                )
+                raise _too_new(version, self.path)
             self._db.execute("PRAGMA journal_mode = WAL")
             self._db.execute("PRAGMA foreign_keys = ON")
             self._migrate(version)
@@ -162,11 +171,7 @@ class Store:
             raise _operational_error(exc, self.path) from exc
         except sqlite3.DatabaseError as exc:
             self._db.close()
-            raise UserError(
-                f"progress store is not a readable SQLite database ({exc}); it was left untouched — "
-                "move it aside (or set DRILL_HOME) to start a fresh one",
-                str(self.path),
-            ) from exc
+            raise _corrupt(exc, self.path) from exc
         except UserError:
             self._db.close()
             raise
@@ -189,6 +194,8 @@ class Store:
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """One write transaction; BEGIN IMMEDIATE takes the write lock up front so
         two processes queue instead of failing halfway."""
+        if self.read_only:
+            raise StoreUnavailable("the progress store was opened read-only; nothing was saved", str(self.path))
         try:
             self._db.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
@@ -411,6 +418,131 @@ def _split_sql(script: str) -> list[str]:
     return [stmt.strip() for stmt in code.split(";") if stmt.strip()]
 
 
-def open_store(path: Path | str | None = None) -> Store:
-    """The store the CLI uses: $DRILL_HOME/progress.db or the platform default."""
-    return Store(path)
+def open_store(path: Path | str | None = None, *, read_only: bool = False) -> Store:
+    """The store the CLI uses: $DRILL_HOME/progress.db or the platform default.
+
+    Commands that only show progress pass read_only=True (see Store)."""
+    return Store(path, read_only=read_only)
+
+
+# --- read-only opening ------------------------------------------------------------
+
+READ_ONLY_NOTE = (
+    "progress store is read-only here (its file, folder or disk cannot be written): "
+    "showing it as it is; commands that save progress will refuse until it is writable"
+)
+
+
+def _open_read_only(path: Path) -> tuple[sqlite3.Connection, str | None]:
+    """A connection that can only read `path`, and the note to show (or None).
+
+    Tried in order, the first that can read wins:
+    1. mode=rw + PRAGMA query_only: an ordinary connection that refuses writes.
+       On a writable store it behaves exactly like a writer's, so it reads the
+       latest commits in the WAL and, closing last, removes the -wal/-shm files.
+    2. mode=ro: the file is read-only but its WAL side files exist or can be
+       created (SQLite >= 3.22 reads WAL databases this way).
+    3. mode=ro&immutable=1: nothing beside the file can be created (read-only
+       folder or mount, no -shm). SQLite then takes no locks and skips the WAL,
+       which is safe because no writer can be using a folder nobody can write,
+       but it would miss commits left in a -wal file, so the note says so.
+    A store locked past the busy timeout, corrupt or from a newer drill is
+    refused with one line, as for writers.
+    """
+    if not path.exists():
+        db = sqlite3.connect(":memory:", isolation_level=None)
+        _shadow_later_tables(db, 0, path)
+        db.execute("PRAGMA query_only = ON")
+        return db, None
+    last: sqlite3.OperationalError | None = None
+    for mode in ("mode=rw", "mode=ro", "mode=ro&immutable=1"):
+        try:
+            db = sqlite3.connect(f"{path.absolute().as_uri()}?{mode}", uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        except sqlite3.OperationalError as exc:
+            last = exc
+            continue
+        try:
+            db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+            version = db.execute("PRAGMA user_version").fetchone()[0]  # the first read opens the WAL side files
+            db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.OperationalError as exc:
+            db.close()
+            if not _cannot_write(exc):  # locked past the timeout, ...: the same one line as for a writer
+                raise _operational_error(exc, path) from exc
+            last = exc
+            continue
+        except sqlite3.DatabaseError as exc:
+            db.close()
+            raise _corrupt(exc, path) from exc
+        try:
+            if version > SCHEMA_VERSION:
+                raise _too_new(version, path)
+            if version < SCHEMA_VERSION:
+                _shadow_later_tables(db, version, path)
+            db.execute("PRAGMA query_only = ON")
+        except BaseException:
+            db.close()
+            raise
+        return db, _read_only_note(path, mode)
+    raise StoreUnavailable(
+        f"cannot read the progress store ({last}); check the permissions of the file and its folder, "
+        "or set DRILL_HOME — the file was left untouched",
+        str(path),
+    ) from last
+
+
+def _cannot_write(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc).lower()
+    return "readonly" in text or "read-only" in text or "unable to open" in text
+
+
+def _read_only_note(path: Path, mode: str) -> str | None:
+    import os
+
+    if mode == "mode=rw":  # SQLite silently opens a write-protected file read-only
+        writable = os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+        return None if writable else READ_ONLY_NOTE
+    wal = path.with_name(path.name + "-wal")
+    if "immutable" in mode and wal.exists() and wal.stat().st_size > 0:
+        return READ_ONLY_NOTE + f"; the latest writes, in {wal.name}, could not be read"
+    return READ_ONLY_NOTE
+
+
+def _shadow_later_tables(db: sqlite3.Connection, version: int, path: Path) -> None:
+    """Read an older-schema store without migrating it: the tables that later
+    migrations add are created as empty TEMP tables (temp objects live in the
+    connection's own scratch database, never in the file), so queries see what
+    the file holds plus empty new tables. A later migration that does more than
+    add tables and indexes (changing a column, moving data) cannot be emulated:
+    then the store is refused with one line until a writing command upgrades it.
+    """
+    import re
+
+    for target in range(version + 1, SCHEMA_VERSION + 1):
+        for statement in _split_sql(MIGRATIONS[target - 1]):
+            if re.match(r"CREATE\s+INDEX\b", statement, re.IGNORECASE):
+                continue  # empty tables need no index
+            if not re.match(r"CREATE\s+TABLE\b", statement, re.IGNORECASE):
+                raise UserError(
+                    f"progress store has schema version {version}, older than this drill's ({SCHEMA_VERSION}), "
+                    "and cannot be read without upgrading it; run `drill quiz` once where the store is "
+                    "writable to upgrade it — the file was left untouched",
+                    str(path),
+                )
+            db.execute(re.sub(r"^CREATE\s+TABLE", "CREATE TEMP TABLE", statement, count=1, flags=re.IGNORECASE))
+
+
+def _too_new(version: int, path: Path) -> UserError:
+    return UserError(
+        f"progress store has schema version {version}, newer than this drill understands "
+        f"({SCHEMA_VERSION}); upgrade drill — the file was left untouched",
+        str(path),
+    )
+
+
+def _corrupt(exc: sqlite3.DatabaseError, path: Path) -> UserError:
+    return UserError(
+        f"progress store is not a readable SQLite database ({exc}); it was left untouched — "
+        "move it aside (or set DRILL_HOME) to start a fresh one",
+        str(path),
+    )

@@ -97,7 +97,7 @@ def register(app: typer.Typer) -> None:
         try:
             from drill.store import open_store
 
-            with open_store() as store:
+            with open_store(read_only=True) as store:
                 attempts = store.attempts()
                 best = store.best_results()
         except UserError as exc:

@@ -139,16 +139,24 @@ def render_stats(stats: Stats, console: Any, prompts: Mapping[str, str] | None =
 
 
 def show_stats(bank: Path | None = None, *, console: Any = None, now: datetime | None = None) -> None:
-    """Open the store, compute and print; the bank is only used to show leech prompts."""
+    """Open the store read-only, compute and print; the bank is only used to show leech prompts.
+
+    Read-only: stats never writes, so it works on a store whose file, folder or
+    disk is read-only, or that another drill holds locked, saying so in a dim
+    line on stderr (stdout stays clean for pipes)."""
     from rich.console import Console
+    from rich.text import Text
 
     from drill.store import open_store
 
     console = console or Console(highlight=False)
     now = now or datetime.now(timezone.utc)
-    with open_store() as store:
+    with open_store(read_only=True) as store:  # showing progress must work on a store nobody can write
         reviews = store.reviews()
         cards = store.cards()
+        note = store.note
+    if note:
+        Console(stderr=True, highlight=False, soft_wrap=True).print(Text(f"note: {note}", style="dim"))
     prompts: dict[str, str] = {}
     stats = compute_stats(reviews, cards, now)
     if stats.leeches:
