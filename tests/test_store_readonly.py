@@ -82,6 +82,9 @@ WRITES: list[tuple[str, Callable[[Store], object]]] = [
     ("attempt", lambda s: s.record_attempt(Attempt("rope", "2026-01-03T00:00:00+00:00", "fail", "x", 1, 0, 5, 1))),
     ("hint", lambda s: s.record_hints_shown("gqa", 1)),
     ("mock", lambda s: s.start_mock(30, None)),
+    ("mock result", lambda s: s.finish_mock(1, "completed", 1.0, {})),
+    ("mock checkpoint", lambda s: s.checkpoint_mock(1, {})),
+    ("mock interrupted", lambda s: s.interrupt_mock(1, DUE, {})),
 ]
 
 
