@@ -405,12 +405,17 @@ def _read_events(report: BenchReport, outcome: Any, limits: Any, wl: Workload,
 def _explain_cut(report: BenchReport, outcome: Any, limits: Any, wl: Workload, running: dict[str, Any] | None,
                  prepared: dict[tuple[int, str], float]) -> None:
     """A limit or a crash ended the run: say which, at which size, and whose code was running."""
+    import signal
+
+    killed_for = outcome.killed_for
+    if killed_for is None and outcome.returncode == -signal.SIGALRM:
+        killed_for = "time_limit"  # the child's own --timeout alarm
     what = {
         "time_limit": f"the overall time limit (--timeout {limits.timeout_s - STARTUP_SLACK_S:g} s)",
         "memory_limit": f"the memory limit ({limits.memory_mb} MB, --memory-mb)",
         "cpu_limit": "the CPU-time limit",
         "startup": "a start-up failure of the benchmark process",
-    }.get(outcome.killed_for or "", f"the benchmark process ending early (exit code {outcome.returncode})")
+    }.get(killed_for or "", f"the benchmark process ending early (exit code {outcome.returncode})")
     size = running["size"] if running else None
     impl = running["impl"] if running else ""
     at = f" at {wl.size_label}={size}" if size is not None else ""
@@ -422,8 +427,8 @@ def _explain_cut(report: BenchReport, outcome: Any, limits: Any, wl: Workload, r
 
             ref = f"; the fused reference took {fmt_time(fused_s)} per call there"
         verb = {"time_limit": "did not finish", "cpu_limit": "did not finish",
-                "memory_limit": "went over the memory limit"}.get(outcome.killed_for or "", "stopped the run")
-        report.learner_error = f"your code {verb}{at} ({what}{ref})"
+                "memory_limit": "went over the memory limit"}.get(killed_for or "", "stopped the run")
+        report.learner_error = f"your code {verb}{at}: {what} ended the run{ref}"
         report.stopped = f"cut short by {what}{at}, in your code; sizes measured before that are shown"
     else:
         who = {"fused": "the fused reference", "math": "the math reference", "inputs": "building the inputs"}.get(impl)
@@ -455,6 +460,6 @@ def _describe_failure(ev: dict, where: str) -> str:
     msg = str(ev.get("message", "")) or status
     line = ev.get("line")
     at = f" (line {line})" if isinstance(line, int) else ""
-    if status == "oom":
+    if status in ("oom", "mismatch"):  # their messages name the size already
         return msg
     return f"{msg}{at} {where}"
