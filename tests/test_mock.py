@@ -347,6 +347,28 @@ def test_file_deleted_mid_round_is_a_clear_error_and_the_mock_is_saved(tmp_path:
     assert [q["outcome"] for q in mock["report"]["concept"]["questions"]] == ["right", "right"]
 
 
+def test_a_refused_final_save_still_shows_the_card_and_keeps_the_checkpoint(tmp_path: Path, bank: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from drill.store import StoreUnavailable
+
+    def refuse(*args: Any) -> None:
+        raise StoreUnavailable("the disk is full: nothing was saved by this step", "progress.db")
+
+    monkeypatch.setattr(Store, "finish_mock", refuse)
+    clock = FakeClock()
+    console = Console(record=True, width=100, force_terminal=False)
+    with Store(tmp_path / "progress.db") as store:
+        options = MockOptions(minutes=45, questions=2, seed=3, exercise="attention", folder=tmp_path / "work", bank=bank)
+        with pytest.raises(StoreUnavailable, match="disk is full"):
+            run_mock(options, console=console, read=ScriptedReader(console, clock, [RIGHT, RIGHT, "done"]),
+                     clock=clock, store=store, grade=StubGrader(), interactive=False, fuzz=False)
+        (mock,) = store.mocks()
+    assert "Mock #1 report — completed" in console.export_text()
+    checkpoint = json.loads(mock["report_json"])  # what history falls back on
+    assert mock["status"] == "running" and [q["outcome"] for q in checkpoint["concept"]["questions"]] == ["right", "right"]
+    assert checkpoint["owner"]["pid"] == os.getpid() and len(checkpoint["coding"]["submissions"]) == 1
+
+
 # -- CLI ---------------------------------------------------------------------
 
 

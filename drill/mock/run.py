@@ -188,8 +188,12 @@ def _sit(options, console, reader, clock, store, grade, interactive, fuzz, rng, 
         if live is not None:
             live.stop()
         report = report_so_far(status, error)
-        store.finish_mock(mock_id, status, report["score"], report)
-        render_report(console, report)
+        try:
+            store.finish_mock(mock_id, status, report["score"], report)
+        finally:
+            # Shown even when the store refuses the final save (locked, disk full): the
+            # learner sees their card, then the one-line error; the last checkpoint stays.
+            render_report(console, report)
     return code
 
 
