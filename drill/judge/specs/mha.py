@@ -3,8 +3,9 @@
 The parent draws the four projection weights, the child copies them into the
 learner's module by the contract's attribute names, and the reference MHA is
 computed with exactly those weights. Cases vary the head count (so a wrong
-split or merge of heads shows), masks (causal, padding, a fully masked row),
-dtypes, and check gradients of x and of every projection.
+split or merge of heads shows), masks (causal (T,T), padding (B,1,1,T),
+(B,1,T,T) with a fully masked row, a 1-D (T,) key mask, one mask per head
+(B,n_heads,T,T)), dtypes, and check gradients of x and of every projection.
 """
 
 from __future__ import annotations
@@ -33,11 +34,18 @@ MHA_D = {
         Diagnosis("missing_output_projection", "Output projection missing",
                   "The merged heads must go through o_proj; without it the heads are never mixed.",
                   "Return self.o_proj(merged)."),
+        Diagnosis("mask_heads_collapsed", "One head's mask used for every head",
+                  "A mask may differ per head: (B, n_heads, T, T) is legal. Your code takes the mask of head 0 "
+                  "(e.g. mask[:, 0], assuming the head axis is always a broadcast 1) and applies it to all heads.",
+                  "Broadcast first, then slice: m = torch.broadcast_to(mask, (B, n_heads, T, T)) and use m[:, h] "
+                  "for head h (or apply the whole mask to the (B, n_heads, T, T) scores at once)."),
     ]
 }
 
 
-def _case(d: Draw, name: str, B: int, T: int, d_model: int, H: int, mask=None, *, dtype="float32", grads=False) -> Case:
+def _case(
+    d: Draw, name: str, B: int, T: int, d_model: int, H: int, mask=None, *, dtype="float32", grads=False, probe=False
+) -> Case:
     x = d.normal(B, T, d_model, dtype=dtype)
     params = {f"{p}.weight": d.weight(d_model, d_model, dtype=dtype) for p in PROJ}
     args = {"x": x}
@@ -60,7 +68,7 @@ def _case(d: Draw, name: str, B: int, T: int, d_model: int, H: int, mask=None, *
         upstream=d.normal(B, T, d_model) if grads else None,
         care=care,
         out_dtype=DTYPES[dtype],
-        ctx={"dtype": dtype, "n_heads": H},
+        ctx={"dtype": dtype, "n_heads": H, **({"probe": D["mask_shape_assumed"]} if probe else {})},
     )
 
 
@@ -97,6 +105,28 @@ def make_cases(seed: int) -> list[Case]:
     cases.append(
         _case(d, "bf16 causal mask, n_heads=2", 2, T, 32, 2, torch.ones(T, T, dtype=torch.bool).tril(), dtype="bfloat16")
     )
+    return cases + _mask_shape_cases(d)
+
+
+def _mask_shape_cases(d: Draw) -> list[Case]:
+    """The legal mask forms the cases above leave out: a 1-D key mask, and one mask per head.
+
+    Drawn last, so the earlier cases of a seed are unchanged. Every row of the
+    per-head mask keeps a key, and heads differ, so using one head's mask for
+    all (mask_heads_collapsed) moves the output.
+    """
+    H, T = d.choice([2, 4]), d.int(5, 9)
+    keys = torch.ones(T, dtype=torch.bool)
+    keys[T - d.int(1, T // 2):] = False
+    cases = [_case(d, f"fp32 1-D key mask (T,), n_heads={H}", 2, T, H * 8, H, keys, probe=True)]
+    H, T = d.choice([2, 3]), d.int(5, 9)
+    per_head = d.bools(2, H, T, T, p=0.5)
+    per_head[:, 0, :, 0] = True  # head 0 always sees key 0,
+    per_head[:, 1:, :, 0] = False  # the other heads never do,
+    per_head[:, 1:, :, 1] = True  # but always see key 1: no row is empty, and no two heads agree
+    cases.append(
+        _case(d, f"fp32 per-head mask (B,n_heads,T,T), n_heads={H}", 2, T, H * 4, H, per_head, grads=True, probe=True)
+    )
     return cases
 
 
@@ -114,10 +144,14 @@ def reference(case: Case):
     )
 
 
-def mha_variant(case: Case, *, core=None, split_ok=True, merge_ok=True, out_proj=True, scale=None):
-    """MHA recomputed with one mistake; returns (output, unknown) in fp32."""
+def mha_variant(case: Case, *, core=None, split_ok=True, merge_ok=True, out_proj=True, scale=None, head0_mask=False):
+    """MHA recomputed with one mistake; returns (output, unknown) in fp32, or None if the mistake cannot show."""
     x = case.args["x"].float()
     mask = case.args.get("mask")
+    if head0_mask:
+        if mask is None or mask.dim() < 3 or mask.shape[-3] == 1:
+            return None
+        mask = mask[..., :1, :, :]
     wq, wk, wv, wo = (w.float() for w in _weights(case))
     B, T, dm = x.shape
     H = case.ctx["n_heads"]
@@ -163,6 +197,7 @@ BUGS = [Bug(D[i], _core_bug(fn), label) for i, label, fn in ATTENTION_VARIANTS] 
     Bug(MHA_D["split_heads_no_transpose"], lambda c: mha_variant(c, split_ok=False), "view without transpose"),
     Bug(MHA_D["merge_heads_no_transpose"], lambda c: mha_variant(c, merge_ok=False), "reshape without transpose"),
     Bug(MHA_D["missing_output_projection"], lambda c: mha_variant(c, out_proj=False), "no o_proj"),
+    Bug(MHA_D["mask_heads_collapsed"], lambda c: mha_variant(c, head0_mask=True), "head 0's mask for every head"),
     Bug(D["wrong_scale"], _fit_scale, "another factor made of the sizes", fit=True),
 ]
 
