@@ -293,6 +293,17 @@ def test_at_zero_the_latest_saved_file_is_graded(tmp_path: Path, bank: Path) -> 
     assert "Time is up" in out
 
 
+def test_time_running_out_at_the_abandon_question_still_grades_the_file(tmp_path: Path, bank: Path) -> None:
+    work = tmp_path / "work"
+    grader = StubGrader()
+    steps = [RIGHT, RIGHT, write_into(work / "attention.py", "GOOD v1", then=INTERRUPT), (45 * 60, "")]
+    code, store, out, reader = sit(tmp_path, bank, steps, grade=grader, interactive=True)
+    mock = last_report(store)
+    assert "abandon this mock?" in reader.prompts[-1]
+    assert code == 0 and mock["status"] == "expired" and grader.graded == ["GOOD v1"]
+    assert [(s["status"], s["at_deadline"]) for s in mock["report"]["coding"]["submissions"]] == [("pass", True)]
+
+
 def test_countdown_in_every_prompt_is_computed_from_the_clock(tmp_path: Path, bank: Path) -> None:
     code, store, out, reader = sit(tmp_path, bank, [(90, RIGHT), (30, RIGHT), "done"], minutes=10)
     assert "[10:00 left]" in out and "[8:30 left]" in out and "[8:00 left]" in out

@@ -294,14 +294,12 @@ class CodingRound:
             try:
                 line = ctx.read(f"Enter = grade {self.coding.path.name}, done = finish >", ctx.countdown)
             except TimeUp:
-                ctx.say("Time is up — grading your last saved file.", "bold yellow")
-                self.final(at_deadline=True)
-                raise
+                self._time_up()
             except EndOfInput:
                 self.final()
                 return
             except KeyboardInterrupt:
-                ctx.interrupted()
+                self._ask_abandon()
                 continue
             word = line.strip().lower()
             if word in SUBMIT_WORDS:
@@ -309,7 +307,7 @@ class CodingRound:
                     submission = self.submit()
                 except KeyboardInterrupt:
                     ctx.say("grading interrupted", "yellow")
-                    ctx.interrupted()
+                    self._ask_abandon()
                     continue
                 if submission.status == "pass":
                     ctx.say("All hidden tests pass: the coding round is complete.", "bold green")
@@ -319,6 +317,20 @@ class CodingRound:
                 return
             else:
                 ctx.say("press Enter (or type submit) to grade your file, or type done to finish", "yellow")
+
+    def _time_up(self) -> None:
+        """0:00: grade the last saved file, then end the mock (raises TimeUp)."""
+        self.ctx.say("Time is up — grading your last saved file.", "bold yellow")
+        self.final(at_deadline=True)
+        raise TimeUp
+
+    def _ask_abandon(self) -> None:
+        """Ctrl-C: ask whether to abandon; the clock may run out while the question is
+        on screen, and then the saved file is still graded, as promised."""
+        try:
+            self.ctx.interrupted()
+        except TimeUp:
+            self._time_up()
 
     def final(self, *, at_deadline: bool = False) -> None:
         """Grade the latest saved file unless that exact content was graded already."""
