@@ -152,6 +152,27 @@ def test_sigkilled_mock_shows_as_interrupted_and_keeps_its_answers(
         assert [r.source for r in store.reviews()] == ["mock"] * len(answered)  # the answers stayed in FSRS
 
 
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_sigterm_or_sighup_saves_the_mock_as_interrupted_at_once(home: Path, bank: Path, tmp_path: Path, signum: int) -> None:
+    mock = MockProcess(bank, tmp_path / "work")
+    try:
+        mock.wait_for("your choice")
+        mock.send("a,b\n")
+        mock.wait_for("Question 2/2")
+        mock.proc.send_signal(signum)
+        assert mock.proc.wait(timeout=30) == 128 + signum
+    finally:
+        mock.close()
+    out = mock.seen.decode()
+    assert "Mock #1 report — interrupted" in out and "no score" in out and "Traceback" not in out
+    assert "Concept round: 100% of 1 answered" in out
+    with Store(home / "progress.db") as store:
+        (saved,) = store.mocks()  # saved by the process itself, before any later drill looks
+        report = json.loads(saved["report_json"])
+    assert (saved["status"], saved["score"], report["status"]) == ("interrupted", None, "interrupted")
+    assert [q["outcome"] for q in report["concept"]["questions"]] == ["right", "missed"]
+
+
 def test_a_mock_running_in_another_process_is_left_alone(home: Path, bank: Path, tmp_path: Path) -> None:
     mock = MockProcess(bank, tmp_path / "work")
     try:

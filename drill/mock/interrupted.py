@@ -1,8 +1,9 @@
 """Mocks whose drill process died: telling them from mocks that are still running.
 
-Why: a mock killed with SIGKILL, a crashed terminal or a power cut never
-reaches its `finally`, so its row would say 'running' forever and history
-would lie. A running mock therefore records who owns it (host, pid, boot id,
+Why: SIGTERM and SIGHUP (a closed terminal) are caught by drill.mock.run,
+which saves the mock as 'interrupted' itself. But SIGKILL, the OOM killer, a
+crash of the interpreter or a power cut never reach its `finally`, so the
+row would say 'running' forever and history would lie. A running mock therefore records who owns it (host, pid, boot id,
 the process's start time) in its checkpointed report, and any later drill
 process that lists mocks settles the ones that are over:
 

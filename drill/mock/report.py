@@ -84,7 +84,7 @@ def build_report(
             "score_pct": _round(coding_pct),
             "submissions": submissions,
         },
-        "score": _round(overall),
+        "score": None if status in UNFINISHED_STATUSES else _round(overall),
         "weak_topics": weak,
         "to_review": to_review,
         "review_topics": review_topics or weak[:2],
@@ -126,7 +126,10 @@ def render_report(console: Console, report: dict[str, Any]) -> None:
     questions = report["concept"]["questions"]
     if questions:
         console.print()
-        console.print(Text(f"Concept round: {report['concept']['score_pct']:.0f}%", style="bold"))
+        score = _concept_cell(report["status"], report)
+        if report["status"] in UNFINISHED_STATUSES:  # unreached questions say nothing about you
+            score = "nothing answered" if score == "—" else f"{score} answered"
+        console.print(Text(f"Concept round: {score}", style="bold"))
         # Only the question id may wrap (folded at any character: ids have no spaces); the
         # short columns never do, so the table stays readable down to ~60 columns.
         table = Table(box=None, padding=(0, 1), show_edge=False)

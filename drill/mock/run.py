@@ -13,7 +13,11 @@ outright, a later drill marks the mock interrupted (drill.mock.interrupted).
 from __future__ import annotations
 
 import random
+import signal
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -165,11 +169,12 @@ def _sit(options, console, reader, clock, store, grade, interactive, fuzz, rng, 
     status, error, code = "completed", None, 0
     try:
         try:
-            if live is not None:
-                live.start(countdown, f"drill mock #{mock_id}")
-            _brief(ctx, questions, budgets, exercise, coding_file)
-            concept.run()
-            coding.run()
+            with _terminations_raise():
+                if live is not None:
+                    live.start(countdown, f"drill mock #{mock_id}")
+                _brief(ctx, questions, budgets, exercise, coding_file)
+                concept.run()
+                coding.run()
         except TimeUp:
             status = "expired"
             if not coding.reached:  # the coding round announces time-up itself
@@ -178,6 +183,8 @@ def _sit(options, console, reader, clock, store, grade, interactive, fuzz, rng, 
         except Abandoned:
             status, code = "abandoned", EXIT_ABANDONED
             console.print(Text("Mock abandoned — saving what you did.", style="bold yellow"))
+        except Terminated as exc:
+            status, code = "interrupted", 128 + exc.signum
         except UserError as exc:
             status, error = "abandoned", str(exc)
             raise
@@ -193,8 +200,45 @@ def _sit(options, console, reader, clock, store, grade, interactive, fuzz, rng, 
         finally:
             # Shown even when the store refuses the final save (locked, disk full): the
             # learner sees their card, then the one-line error; the last checkpoint stays.
-            render_report(console, report)
+            try:
+                render_report(console, report)
+            except OSError:
+                if status != "interrupted":
+                    raise  # after SIGHUP the terminal is gone: nobody to show it to
     return code
+
+
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP (its terminal closed) arrived during the mock.
+
+    A BaseException, like KeyboardInterrupt, so no `except Exception` on the
+    way (the grader, the store) can swallow it. The mock is saved as
+    'interrupted' with its report so far, and the terminal's scroll region is
+    given back, instead of the process vanishing mid-write.
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextmanager
+def _terminations_raise() -> Iterator[None]:
+    """While the mock runs, SIGTERM and SIGHUP raise Terminated (main thread only)."""
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        def handler(signum: int, frame: object) -> None:
+            raise Terminated(signum)
+
+        for name in ("SIGTERM", "SIGHUP"):
+            signum = getattr(signal, name, None)
+            if signum is not None:
+                previous[signum] = signal.signal(signum, handler)
+    try:
+        yield
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
 
 
 def _brief(ctx: MockContext, questions: list, budgets: list[float], exercise: str, coding_file: plan.CodingFile) -> None:  # type: ignore[type-arg]
