@@ -293,3 +293,50 @@ def test_minutes_past_the_cap_are_refused(home: Path) -> None:
         assert result.exit_code == 2, result.output
         assert "--minutes: must be at most 1440" in result.output and len(result.output.strip().splitlines()) == 1
     assert not (home / "progress.db").exists() or Store(home / "progress.db").mocks() == []
+
+
+def _history_with_read_only_folder(home: Path) -> subprocess.CompletedProcess[str]:
+    """`drill mock --history` with the store's folder read-only (chmod, or a read-only bind mount as root)."""
+    drill = [sys.executable, "-m", "drill.cli", "mock", "--history"]
+    env = {**os.environ, "DRILL_HOME": str(home), "COLUMNS": "200"}
+    if os.geteuid() != 0:
+        paths = [home, *home.iterdir()]
+        modes = {p: p.stat().st_mode for p in paths}
+        for p in paths:
+            p.chmod(modes[p] & ~0o222)
+        try:
+            return subprocess.run(drill, capture_output=True, text=True, env=env, timeout=120)
+        finally:
+            for p, mode in modes.items():
+                p.chmod(mode)
+    if subprocess.run(["unshare", "--mount", "true"], capture_output=True).returncode != 0:
+        pytest.skip("root without `unshare --mount`: cannot make a folder read-only")
+    script = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"'
+    return subprocess.run(["unshare", "--mount", "sh", "-c", script, str(home), *drill],
+                          capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_history_of_a_read_only_store_still_shows_the_truth(home: Path) -> None:
+    """History settles in memory, writes nothing, says why; a later writable run saves the mark."""
+    with Store(home / "progress.db") as store:
+        _running(store, None)
+        with store.transaction() as db:
+            db.execute("UPDATE mocks SET started_at = ?", ((datetime.now(timezone.utc) - timedelta(days=1)).isoformat(),))
+    before = (home / "progress.db").read_bytes()
+    proc = _history_with_read_only_folder(home)
+    assert proc.returncode == 0, proc.stderr
+    (row,) = history_rows(proc.stdout)
+    assert "interrupted" in row.split(), proc.stdout
+    assert proc.stderr.startswith("note: progress store is read-only"), proc.stderr
+    assert (home / "progress.db").read_bytes() == before
+    with Store(home / "progress.db") as store:
+        assert [m["status"] for m in store.mocks()] == ["running"]
+    assert runner.invoke(app, ["mock", "--history"]).exit_code == 0
+    with Store(home / "progress.db") as store:
+        assert [m["status"] for m in store.mocks()] == ["interrupted"]
+
+
+def test_history_on_a_fresh_machine_creates_nothing(home: Path) -> None:
+    result = runner.invoke(app, ["mock", "--history"])
+    assert result.exit_code == 0 and "No mocks yet" in result.output
+    assert not home.exists()

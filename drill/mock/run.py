@@ -36,7 +36,7 @@ from drill.paths import exercises_dir
 from drill.quiz.loader import load_bank
 from drill.quiz.schedule import Scheduler
 from drill.quiz.select import Filters, filtered
-from drill.store import Store, StoreUnavailable, now_iso, open_store
+from drill.store import Store, StoreUnavailable, default_path, now_iso, open_store
 
 EXIT_ABANDONED = 130
 MAX_MINUTES = interrupted.MAX_MINUTES
@@ -262,12 +262,28 @@ def _check_file(path: Path, exercise: str, seed: int | None):  # type: ignore[no
 
 
 def show_history(console: Console | None = None, store: Store | None = None) -> None:
-    """`drill mock --history`."""
+    """`drill mock --history`: past mocks, dead 'running' ones settled as interrupted.
+
+    Opens the store for writing so the settled marks are saved; a store that
+    cannot be written (read-only file, folder or mount) is still shown, read
+    only, with a one-line note on stderr, and a missing one is not created.
+    """
     console = console or Console(highlight=False)
     own = store is None
-    store = store or open_store()
+    if store is None:
+        if not default_path().exists():
+            store = open_store(read_only=True)
+        else:
+            try:
+                store = open_store()
+            except StoreUnavailable:
+                store = open_store(read_only=True)
     try:
-        render_history(console, interrupted.settle(store, datetime.now(timezone.utc)))
+        mocks = interrupted.settle(store, datetime.now(timezone.utc))
+        note = store.note
     finally:
         if own:
             store.close()
+    if note:
+        Console(stderr=True, highlight=False, soft_wrap=True).print(Text(f"note: {note}", style="dim"))
+    render_history(console, mocks)
