@@ -381,16 +381,13 @@ def _read_events(report: BenchReport, outcome: Any, limits: Any, wl: Workload,
             for impl in IMPLS:
                 raw = ev["results"].get(impl)
                 row.results[impl] = _impl_result(raw) if isinstance(raw, dict) else ImplResult("not_run")
-                res = row.results[impl]
-                if impl == "learner" and res.status not in ("ok", "skipped", "not_run") and not report.learner_error:
-                    report.learner_error = _describe_failure(
-                        {"status": res.status, "message": res.message, "line": res.line}, f"at {wl.size_label}={row.size}"
-                    )
-                    if res.status == "oom":
-                        fused = row.results.get("fused")
-                        if fused is not None and fused.status == "ok" and fused.peak_bytes:
-                            report.learner_error += (f" (the fused reference needed {fused.peak_bytes / 2**20:.0f} MB "
-                                                     "at this size)")
+            res, fused = row.results["learner"], row.results["fused"]
+            if res.status not in ("ok", "skipped", "not_run") and not report.learner_error:
+                report.learner_error = _describe_failure(
+                    {"status": res.status, "message": res.message, "line": res.line}, f"at {wl.size_label}={row.size}"
+                )
+                if res.status == "oom" and fused.status == "ok" and fused.peak_bytes:
+                    report.learner_error += f" (the fused reference needed {fused.peak_bytes / 2**20:.0f} MB at this size)"
             report.rows.append(row)
         elif kind == "stop" and not report.stopped:
             report.stopped = str(ev.get("message", ""))
