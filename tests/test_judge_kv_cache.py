@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 from drill.judge.check import check_file
 from drill.judge.compare import compare
@@ -34,7 +35,10 @@ def test_splits_cover_every_way_of_calling(seed: int) -> None:
     assert {c.extra["returns"] for c in cases} == {"out", "k", "v"}
     assert {(c.ctx["n_heads"] == c.ctx["n_kv_heads"], c.ctx["n_kv_heads"] == 1) for c in cases} >= {
         (True, False), (False, True), (False, False)}
-    assert {c.ctx["dtype"] for c in cases} == {"float32", "bfloat16"}
+    assert {c.ctx["dtype"] for c in cases} == {"float32", "bfloat16", "float16"}
+    half = [c for c in cases if c.ctx["dtype"] == "float16"]  # module, cache and every returned tensor in fp16
+    assert {c.extra["returns"] for c in half} == {"out", "k", "v"}
+    assert all(c.module_dtype is torch.float16 and c.out_dtype is torch.float16 for c in half)
     assert {c.ctx["base"] for c in cases} >= {10000.0, 500000.0}
 
 

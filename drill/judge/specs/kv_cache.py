@@ -15,7 +15,8 @@ does inside. The splits are chosen to reveal the known mistakes:
   keys: code that stores raw keys and re-rotates them fails here);
 - the returned cache itself: rotated keys and values, in order.
 Configs cover MHA (n_kv = n_heads), MQA (n_kv = 1) and real GQA, bases
-10000 and 500000, fp32 and bf16. One chained fp32 case also compares the
+10000 and 500000, fp32, bf16 and fp16 (the fp16 chain checks the dtype of the
+outputs and of the returned cache, and catches a mask fill that overflows). One chained fp32 case also compares the
 gradients of x and of the four weights (they flow through the cache).
 
 The work audit (decode-step FLOPs against the cache length, rows fed to the
@@ -35,6 +36,7 @@ TARGET = "CachedSelfAttention"
 KIND_CHAIN = "chain"
 PROJ = ("q_proj", "k_proj", "v_proj", "o_proj")
 WHAT = {"out": "outputs", "k": "returned cache keys", "v": "returned cache values"}
+LABEL = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
 
 
 def _weights(d: Draw, d_model: int, h: int, h_kv: int, dtype: str) -> dict[str, torch.Tensor]:
@@ -70,7 +72,7 @@ def _scenario(
         with_grads = grads and what == "out"
         cases.append(
             Case(
-                name=f"{'bf16' if dtype == 'bfloat16' else 'fp32'} {label} [{split}], {config}: {WHAT[what]}",
+                name=f"{LABEL[dtype]} {label} [{split}], {config}: {WHAT[what]}",
                 target=TARGET,
                 kind=KIND_CHAIN,
                 args=dict(args),
@@ -104,6 +106,10 @@ def make_cases(seed: int) -> list[Case]:
     cases += _scenario(d, "continuing a reference-built cache", h=4, h_kv=2, dh=8, calls=[d.int(2, 4), 1, 2],
                        past_len=d.int(3, 7), returns=("out", "k", "v"))
     cases += _scenario(d, "prompt then tokens", h=4, h_kv=2, dh=16, calls=[d.int(3, 5), 1, 1, 2], dtype="bfloat16")
+    # Drawn last so the cases above are unchanged for a given seed. fp16 is where a -1e9 or
+    # finfo(float32).min mask fill overflows, and where the cache must stay in the input dtype.
+    cases += _scenario(d, "prompt, a chunk, then tokens", h=4, h_kv=2, dh=16, calls=[d.int(3, 5), 2, 1, 1],
+                       returns=("out", "k", "v"), dtype="float16")
     return cases
 
 
