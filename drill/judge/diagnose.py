@@ -39,7 +39,7 @@ GENERIC: dict[str, Diagnosis] = {
                   "Look for a loop that never ends; vectorise Python loops over elements."),
         Diagnosis("memory_limit", "Memory limit reached", "The code allocated more memory than allowed.",
                   "Avoid materialising huge intermediates; check shapes of what you allocate."),
-        Diagnosis("output_limit", "Too much printed output", "The graded code printed (or wrote) more than the grader's 64 MB output cap, so that write failed and the tests could not finish (nothing else was judged).",
+        Diagnosis("output_limit", "Too much printed output", "The graded code printed (or wrote) more than the grader's 64 MB output cap, so that write failed and the tests it interrupted could not finish.",
                   "Remove print() calls and debug output from the graded code (the graded file should be silent), then check again."),
         Diagnosis("crashed", "The process ended early", "The graded code exited, was killed, or left processes behind instead of returning results.",
                   "Do not call exit()/os._exit or start processes in graded code; return the result instead."),
