@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from drill.quiz.numbers import AnswerFormatError, Tolerance, format_number, format_with_unit, parse_answer
+from drill.quiz.numbers import (
+    AnswerFormatError,
+    Tolerance,
+    format_number,
+    format_with_unit,
+    parse_answer,
+    read_answer,
+    scale_slip,
+)
 
 
 @pytest.mark.parametrize(
@@ -103,3 +111,123 @@ def test_a_typed_answer_is_echoed_the_way_a_person_writes_it(text: str, unit: st
 def test_format_number_keeps_true_fractions() -> None:
     assert format_number(12.5) == "12.5"
     assert format_number(0.1 + 0.2) == "0.3"
+
+
+# --- units that used to be read too leniently (QA pass 3) ----------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "unit", "expected"),
+    [
+        ("171.8 GB", "GiB", 171.8e9 / 2**30),  # capital B: bytes
+        ("171.8 gb", "GiB", 171.8e9 / 2**30),  # all lower case: people type gb for gigabytes
+        ("2 GIB", "bytes", 2 * 2**30),
+        ("12 Gbit", "bytes", 12e9 / 8),  # bits spelled out are bits
+        ("64 bits", "bytes", 8),
+        ("8 kbit", "bytes", 1000),
+        ("4198400", "params", 4198400),  # a bare number stays accepted
+        ("4.1984M params", "params", 4198400),
+        ("4198400 parameters", "params", 4198400),
+        ("2k tokens", "tokens", 2000),
+        ("1.5 billion", "params", 1.5e9),
+        ("7b", "params", 7e9),  # in a count, b is a billion (no byte is a count)
+        ("11.27B params", "B", 11.27),  # unit B (billions) says nothing about what is counted
+        ("0.25x", "%", 25),
+    ],
+)
+def test_units_that_are_read(text: str, unit: str, expected: float) -> None:
+    assert parse_answer(text, unit) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    ("text", "unit", "fragment"),
+    [
+        ("171.8 Gb", "GiB", "'Gb' means gigabits"),  # was silently read as GB and accepted for 160 GiB
+        ("171.8 Gb", "GiB", "for bytes type GB"),
+        ("3 Mb", "bytes", "'Mb' means megabits"),
+        ("32 b", "bytes", "'b' means bits"),
+        ("2 Gib", "bytes", "reads as bits"),
+        ("4198400 tokens", "params", "you wrote tokens; the answer is in params"),
+        ("4198400 x", "params", "you wrote x; the answer is in params"),
+        ("3 params", "tokens", "you wrote params; the answer is in tokens"),
+        ("7B tokens", "params", "you wrote B tokens; the answer is in params"),
+        ("12 tokens", "%", "the answer is a ratio"),
+        ("12 Gb", "params", "is a unit of memory (bytes)"),
+    ],
+)
+def test_ambiguous_or_other_kind_units_are_asked_again(text: str, unit: str, fragment: str) -> None:
+    with pytest.raises(AnswerFormatError) as info:
+        parse_answer(text, unit)
+    assert fragment in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "unit", "expected"),
+    [
+        ("2^30", "bytes", 2**30),
+        ("2**30", "bytes", 2**30),
+        ("2^30 B", "bytes", 2**30),
+        ("2^10 KiB", "MiB", 1),
+        ("1/4", "", 0.25),
+        ("sqrt(128)", "", 128**0.5),
+        ("8√2", "", 8 * 2**0.5),
+        ("√128", "", 128**0.5),
+        ("3 x 4096", "", 12288),
+        ("2×4096×2 bytes", "bytes", 16384),
+        ("1,024 * 4", "", 4096),
+        ("(4096 + 64) / 2", "", 2080),
+        ("-2^3", "", -8),
+    ],
+)
+def test_simple_arithmetic_is_evaluated(text: str, unit: str, expected: float) -> None:
+    answer = read_answer(text, unit)
+    assert answer.value == pytest.approx(expected) and answer.computed
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("9^9^9", "too large"),  # the evaluator's guard against huge powers
+        ("1/0", "division by zero"),
+        ("2^30 parsecs", "unknown unit 'parsecs'"),
+        ("__import__('os')", "couldn't"),
+        ("pi * 2", "couldn't"),
+        ("2 < 3", "couldn't"),
+        ("1" + "+1" * 150, "longer than"),
+        ("5 $", "couldn't read"),
+    ],
+)
+def test_arithmetic_that_cannot_be_an_answer_is_asked_again(text: str, fragment: str) -> None:
+    with pytest.raises(AnswerFormatError) as info:
+        read_answer(text, "")
+    assert fragment in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "unit", "answer", "meant"),
+    [
+        ("11,274,289,152", "B", 11.274289152, "did you mean 11.2743 B?"),
+        ("1.127e10", "B", 11.274289152, "did you mean 11.27 B?"),
+        ("0.25", "%", 25, "did you mean 25%?"),
+        ("171798691840", "GiB", 160, "did you mean 160 GiB?"),
+        ("4200000", "M", 4.2, "did you mean 4.2 M?"),
+        ("0.25", "ms", 250, "did you mean 250 ms?"),
+    ],
+)
+def test_a_number_off_by_the_display_scale_is_a_slip(text: str, unit: str, answer: float, meant: str) -> None:
+    slip = scale_slip(read_answer(text, unit), unit, answer, Tolerance(rel=0.01))
+    assert slip is not None and slip.startswith(meant)
+
+
+@pytest.mark.parametrize(
+    ("text", "unit", "answer"),
+    [
+        ("11.27", "B", 11.274289152),  # right as typed
+        ("5", "B", 11.274289152),  # simply wrong: graded
+        ("11274289152 params", "B", 11.274289152),  # a unit was typed: converted, no guessing
+        ("4198400", "params", 4198400),  # a unit with scale 1 has no slip
+        ("0.5", "%", 25),
+    ],
+)
+def test_no_slip_when_the_number_is_right_wrong_or_has_a_unit(text: str, unit: str, answer: float) -> None:
+    assert scale_slip(read_answer(text, unit), unit, answer, Tolerance(rel=0.01)) is None

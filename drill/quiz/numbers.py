@@ -21,6 +21,7 @@ UNIT_FAMILIES: dict[str, dict[str, float]] = {
         "": 1.0,
         "x": 1.0,
         "×": 1.0,
+        "times": 1.0,
         "%": 0.01,
         "percent": 0.01,
         "params": 1.0,
@@ -31,6 +32,11 @@ UNIT_FAMILIES: dict[str, dict[str, float]] = {
         "B": 1e9,
         "G": 1e9,
         "T": 1e12,
+        "thousand": 1e3,
+        "million": 1e6,
+        "billion": 1e9,
+        "bn": 1e9,
+        "trillion": 1e12,
     },
     "bytes": {
         "bytes": 1.0,
@@ -47,6 +53,14 @@ UNIT_FAMILIES: dict[str, dict[str, float]] = {
         "GiB": 2.0**30,
         "TiB": 2.0**40,
         "PiB": 2.0**50,
+        # Bits, spelled out so nobody can mean bytes by them: 8 bits = 1 byte.
+        "bit": 1 / 8,
+        "bits": 1 / 8,
+        "kbit": 1e3 / 8,
+        "Kbit": 1e3 / 8,
+        "Mbit": 1e6 / 8,
+        "Gbit": 1e9 / 8,
+        "Tbit": 1e12 / 8,
     },
     "flops": {
         "FLOPs": 1.0,
@@ -69,8 +83,25 @@ UNIT_FAMILIES: dict[str, dict[str, float]] = {
         "h": 3600.0,
     },
 }
-# Units with a count word after a multiplier: "7B params", "3.2M tokens".
-_COUNT_WORDS = ("params", "parameters", "tokens")
+# The classic short bit spellings (a capital prefix and a small b). Graded as bits
+# they would silently fail a learner who meant bytes; read as bytes they would
+# pass a wrong answer (171.8 Gb is not 160 GiB). So they are asked again.
+_SHORT_BITS: dict[str, str] = {"b": "bits", "Kb": "kilobits", "Mb": "megabits", "Gb": "gigabits", "Tb": "terabits", "Pb": "petabits"}
+# Count words after an optional multiplier ("7B params", "3.2M tokens"), and the
+# kind of count each one names: a number of tokens is not a number of params.
+_COUNT_WORDS: dict[str, str] = {
+    "parameters": "params",
+    "params": "params",
+    "param": "params",
+    "tokens": "tokens",
+    "token": "tokens",
+    "times": "ratio",
+    "percent": "ratio",
+    "x": "ratio",
+    "×": "ratio",
+    "%": "ratio",
+}
+_KIND_LABEL = {"params": "in params", "tokens": "in tokens", "ratio": "a ratio (x or %)"}
 # Units a question may declare (the schema's list plus their family members).
 KNOWN_UNITS: frozenset[str] = frozenset(u for fam in UNIT_FAMILIES.values() for u in fam)
 
@@ -79,6 +110,11 @@ _NUMBER = re.compile(
     re.VERBOSE,
 )
 _GROUPED = re.compile(r"^[-+]?\d{1,3}(,\d{3})+(\.\d*)?([eE][-+]?\d+)?$")
+# What a typed unit looks like: letters, µ, %, ×, spaces ("B params"). Anything
+# else after a number ("^30", "/4", "**2", "√2") makes the answer an expression.
+_UNIT_TEXT = re.compile(r"^[A-Za-zµ%×][A-Za-zµ%× ]*$")
+_EXPRESSION = re.compile(r"^(?P<expr>.*?[\d)])\s*(?P<unit>[A-Za-zµ%×][A-Za-zµ%× ]*)?$")
+MAX_ANSWER_CHARS = 200
 
 
 class AnswerFormatError(ValueError):
@@ -106,11 +142,39 @@ class Tolerance:
         return " or ".join(parts) or "exact"
 
 
+@dataclass(frozen=True)
+class TypedAnswer:
+    """What the learner typed, read: `value` is in the question's unit.
+
+    `typed_unit` is the unit they wrote ("" for a bare number) and
+    `computed` says the text was arithmetic (2^30, 1/4): the verdict then
+    shows both what was typed and what it came to.
+    """
+
+    text: str
+    value: float
+    typed_unit: str = ""
+    computed: bool = False
+
+
 def unit_family(unit: str) -> str | None:
     """The family a question's declared unit belongs to (counts win ties: "B" = billion)."""
     for family, units in UNIT_FAMILIES.items():
         if unit in units:
             return family
+    return None
+
+
+def _typed_family(unit: str) -> str | None:
+    """The family a typed unit belongs to, trying the exact spelling first, then any case."""
+    family = unit_family(unit)
+    if family is not None:
+        return family
+    if unit in _SHORT_BITS:
+        return "bytes"
+    for fam, members in UNIT_FAMILIES.items():
+        if any(m.lower() == unit.lower() for m in members if m):
+            return fam
     return None
 
 
@@ -131,67 +195,176 @@ def _parse_plain_number(text: str) -> float:
     return value
 
 
-def _resolve_unit(unit: str, family: str) -> float:
-    """Factor to convert `unit` into the base of `family`; raise if it belongs elsewhere."""
-    units = UNIT_FAMILIES[family]
-    if unit in units:
-        return units[unit]
-    # Case-insensitive second try inside the question's own family: "gib", "tflops".
-    for name, factor in units.items():
-        if name.lower() == unit.lower():
-            return factor
-    # "7B params" / "3 M tokens": a multiplier followed by a count word.
-    if family == "count":
-        for word in _COUNT_WORDS:
-            if unit.lower().endswith(word):
-                prefix = unit[: -len(word)].strip()
-                if prefix in units:
-                    return units[prefix]
-    other = unit_family(unit)
-    if other is None:
-        for fam, members in UNIT_FAMILIES.items():
-            if any(m.lower() == unit.lower() for m in members if m):
-                other = fam
-                break
-    expected = ", ".join(u for u in units if u)
-    if other is not None and other != family:
+def _split_count(unit: str) -> tuple[float, str | None] | None:
+    """A count unit as (multiplier, kind): "B" -> (1e9, None), "7B params"'s "B params" ->
+    (1e9, "params"), "%" -> (0.01, "ratio"); None when it is not a count unit.
+    Multipliers are case-insensitive here ("7b" is seven billion): no byte is a count."""
+    units = UNIT_FAMILIES["count"]
+    text = unit.strip()
+    kind: str | None = None
+    for word, word_kind in _COUNT_WORDS.items():
+        if text.lower().endswith(word.lower()) and (len(text) == len(word) or word not in ("x", "×")):
+            kind = word_kind
+            text = text[: -len(word)].strip()
+            factor = units.get(word) or units.get(word.lower()) or 1.0
+            break
+    else:
+        factor = 1.0
+    if text == "":
+        return factor, kind
+    if kind is not None and kind == "ratio":
+        return None  # "B%", "Mx": not a count anyone writes
+    for name, multiplier in units.items():
+        if name and _COUNT_WORDS.get(name) is None and name.lower() == text.lower() and name not in ("params", "tokens"):
+            return multiplier * factor, kind
+    return None
+
+
+def _count_factor(typed: str, unit: str) -> float:
+    """Factor from a typed count unit to the question's count unit; refuses another kind."""
+    theirs = _split_count(typed)
+    ours = _split_count(unit)
+    assert ours is not None
+    if theirs is None:
+        raise _wrong_unit(typed, "count")
+    (typed_factor, typed_kind), (unit_factor, unit_kind) = theirs, ours
+    if typed_kind and unit_kind and typed_kind != unit_kind:
+        raise AnswerFormatError(f"you wrote {typed.strip()}; the answer is {_KIND_LABEL[unit_kind]} (a bare number is fine)")
+    return typed_factor / unit_factor
+
+
+def _bytes_factor(typed: str, unit: str) -> float:
+    units = UNIT_FAMILIES["bytes"]
+    if typed in units:
+        return units[typed] / units[unit]
+    if typed in _SHORT_BITS:
         raise AnswerFormatError(
-            f"'{unit}' is a unit of {_FAMILY_LABEL[other]}, but this answer is {_FAMILY_LABEL[family]}; "
+            f"'{typed}' means {_SHORT_BITS[typed]} (8 bits = 1 byte); for bytes type "
+            f"{typed[:-1] + 'B' if typed != 'b' else 'B or bytes'}, for bits spell it {typed[:-1] + 'bit' if typed != 'b' else 'bits'}"
+        )
+    # Any case is fine when it cannot mean bits: "gib", "gb", "GIB". A capital prefix
+    # with a small final b ("MIb", "Gib") is the bit spelling: ask rather than guess.
+    if typed.endswith("b") and typed != typed.lower():
+        raise AnswerFormatError(f"'{typed}' reads as bits (a small b); write it with a capital B for bytes, or 'bits'")
+    for name, factor in units.items():
+        if name.lower() == typed.lower():
+            return factor / units[unit]
+    raise _wrong_unit(typed, "bytes")
+
+
+def _resolve_unit(typed: str, unit: str, family: str) -> float:
+    """Factor converting a value in the typed unit into the question's `unit`; raise if it cannot."""
+    if family == "count":
+        return _count_factor(typed, unit)
+    if family == "bytes":
+        return _bytes_factor(typed, unit)
+    units = UNIT_FAMILIES[family]
+    if typed in units:
+        return units[typed] / units[unit]
+    for name, factor in units.items():  # "tflops", "MS"
+        if name.lower() == typed.lower():
+            return factor / units[unit]
+    raise _wrong_unit(typed, family)
+
+
+def _wrong_unit(typed: str, family: str) -> AnswerFormatError:
+    expected = ", ".join(u for u in UNIT_FAMILIES[family] if u)
+    other = _typed_family(typed)
+    if other is None and _split_count(typed) is not None:
+        other = "count"
+    if other is not None and other != family:
+        return AnswerFormatError(
+            f"'{typed}' is a unit of {_FAMILY_LABEL[other]}, but this answer is {_FAMILY_LABEL[family]}; "
             f"use one of: {expected or 'a plain number'}"
         )
-    raise AnswerFormatError(f"unknown unit '{unit}'; use one of: {expected or 'a plain number'}")
+    return AnswerFormatError(f"unknown unit '{typed}'; use one of: {expected or 'a plain number'}")
 
 
 _FAMILY_LABEL = {"count": "a count", "bytes": "memory (bytes)", "flops": "compute (FLOPs)", "time": "time"}
 
 
-def parse_answer(text: str, unit: str = "") -> float:
-    """Read `text` as a number in the question's `unit`.
+def _evaluate_expression(expr: str, raw: str) -> float:
+    """Simple arithmetic typed as an answer (2^30, 1/4, sqrt(128), 8√2, 3 x 4096), with
+    the bank's own AST-whitelisted evaluator: never `eval`, huge powers refused."""
+    from drill.quiz.formula import FormulaError, evaluate
+
+    text = re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", expr)  # 1,024 * 4
+    text = text.replace("^", "**")  # nobody means XOR in an answer
+    text = re.sub(r"(?<=[\d)])\s*[×·xX]\s*(?=[\d(√.])", "*", text)  # 3 x 4096, 2×2
+    text = re.sub(r"(?<=[\d)])\s*√", "*√", text)  # 8√2 = 8 * √2
+    text = re.sub(r"√\s*(\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)", r"sqrt(\1)", text).replace("√", "sqrt")
+    try:
+        value = evaluate(text)
+    except FormulaError as exc:
+        raise AnswerFormatError(f"couldn't work out {raw!r} ({exc}); try again (e.g. 2^30, 1/4, sqrt(128))") from None
+    except (RecursionError, MemoryError):
+        raise AnswerFormatError(f"couldn't work out {raw!r}; try a simpler form") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise AnswerFormatError(f"couldn't work out {raw!r} as a number; try again")
+    return float(value)
+
+
+def read_answer(text: str, unit: str = "") -> TypedAnswer:
+    """Read `text` as a number (or simple arithmetic) in the question's `unit`.
 
     A bare number is taken to be in `unit`; a number with a unit is converted
     to `unit` (so `2 GiB` for a bytes question is 2147483648). Raises
-    AnswerFormatError with a one-line, learner-facing message.
+    AnswerFormatError with a one-line, learner-facing message: such input is
+    asked again, never graded.
     """
     stripped = text.strip()
     if not stripped:
         raise AnswerFormatError("type a number (or q to quit)")
+    if len(stripped) > MAX_ANSWER_CHARS:
+        raise AnswerFormatError(f"that answer is longer than {MAX_ANSWER_CHARS} characters; type a number")
     match = _NUMBER.match(stripped)
-    if not match:
-        raise AnswerFormatError(f"couldn't read {stripped!r} as a number; try again (e.g. 1500, 1.5e3, 2 GiB)")
-    value = _parse_plain_number(match.group("num"))
-    typed_unit = (match.group("unit") or "").strip()
+    typed_unit = (match.group("unit") or "").strip() if match else ""
+    if match and (not typed_unit or _UNIT_TEXT.match(typed_unit)):
+        value: float = _parse_plain_number(match.group("num"))
+        computed = False
+    else:
+        expression = _EXPRESSION.match(stripped)
+        if not expression or not re.search(r"\d", stripped):
+            raise AnswerFormatError(f"couldn't read {stripped!r} as a number; try again (e.g. 1500, 1.5e3, 2 GiB, 2^30)")
+        value = _evaluate_expression(expression.group("expr"), stripped)
+        typed_unit = (expression.group("unit") or "").strip()
+        computed = True
+    return TypedAnswer(stripped, _convert(value, typed_unit, unit), typed_unit, computed)
+
+
+def _convert(value: float, typed_unit: str, unit: str) -> float:
     family = unit_family(unit)
     if family is None:  # a question with a unit we do not know: compare only bare numbers or the same unit
         if typed_unit and typed_unit != unit:
             raise AnswerFormatError(f"give the answer in {unit}")
         return float(value)
-    if not typed_unit:
+    if not typed_unit or typed_unit == unit:
         return float(value)
-    factor = _resolve_unit(typed_unit, family)
-    target = UNIT_FAMILIES[family][unit]
-    if factor == target:
-        return value if isinstance(value, float) else float(value)
-    return value * factor / target
+    factor = _resolve_unit(typed_unit, unit, family)
+    return float(value) if factor == 1.0 else value * factor
+
+
+def parse_answer(text: str, unit: str = "") -> float:
+    """The value of `text` in the question's `unit` (see `read_answer`)."""
+    return read_answer(text, unit).value
+
+
+def scale_slip(typed: TypedAnswer, unit: str, expected: float, tolerance: Tolerance) -> str | None:
+    """A "did you mean" line when a bare number is right once the question's display
+    scale is applied — 11,274,289,152 for an answer in billions, 0.25 for 25% — else None.
+
+    Such a slip is a reading of the unit, not of the concept: it is asked again
+    instead of graded (like a typo), so the learner is never marked wrong for it.
+    """
+    family = unit_family(unit)
+    if typed.typed_unit or family is None or tolerance.accepts(typed.value, expected):
+        return None
+    scale = UNIT_FAMILIES[family][unit]
+    if scale == 1.0 or not tolerance.accepts(typed.value / scale, expected):
+        return None
+    meant = format_with_unit(typed.value / scale, unit)
+    return (f"did you mean {meant}? A bare number is read in {unit} here, so {typed.text} would be "
+            f"{format_with_unit(typed.value, unit)}; type it in {unit} or add a unit")
 
 
 def format_number(value: float) -> str:

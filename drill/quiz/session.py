@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.text import Text
 
 from drill.quiz import parametric
-from drill.quiz.numbers import AnswerFormatError, format_with_unit, parse_answer
+from drill.quiz.numbers import AnswerFormatError, format_with_unit, read_answer, scale_slip
 from drill.quiz.schedule import AGAIN, EASY, GOOD, HARD, LEECH_LAPSES, RATING_NAMES, Scheduler
 from drill.quiz.schema import (
     ChoiceQuestion,
@@ -270,16 +270,24 @@ class Session:
         while True:
             text = self._with_hints(question, f"your answer ({where}) >")
             try:
-                value = parse_answer(text, unit)
-                break
+                typed = read_answer(text, unit)
             except AnswerFormatError as exc:
                 self._say(str(exc), "yellow")
+                continue
+            slip = scale_slip(typed, unit, expected, tolerance)
+            if slip is None:
+                break
+            self._say(slip, "yellow")  # a scale slip is re-asked like a typo, never graded
+        value = typed.value
         right = tolerance.accepts(value, expected)
         shown = format_with_unit(expected, unit)
+        said = format_with_unit(value, unit)
+        if typed.typed_unit or typed.computed:  # "you said 171.8 GB (= 160 GiB)": what was typed, and what it came to
+            said = f"{typed.text} (= {said})"
         if right:
-            self._verdict(True, f"correct: {shown}")
+            self._verdict(True, f"correct: {shown}" + (f" ({typed.text} = {format_with_unit(value, unit)})" if typed.computed else ""))
         else:
-            self._verdict(False, f"you said {format_with_unit(value, unit)}; the answer is {shown} ({tolerance.describe()})")
+            self._verdict(False, f"you said {said}; the answer is {shown} ({tolerance.describe()})")
             for wrong_value, feedback in wrong:
                 if tolerance.accepts(value, wrong_value):
                     self._items([("known mistake:", feedback, "red")])
