@@ -246,9 +246,13 @@ def validate(path: Path, exercise: str | None, opts: BenchOptions) -> str:
 
 def resolve_device(requested: str | None) -> str:
     """`cuda` when asked for and present, else an error; None picks CUDA when available."""
+    import warnings
+
     import torch
 
-    available = torch.cuda.is_available()
+    with warnings.catch_warnings():  # a broken driver warns on stderr; the one-line error below says it all
+        warnings.simplefilter("ignore")
+        available = torch.cuda.is_available()
     if requested == "cuda" and not available:
         raise UserError("--device cuda: no CUDA device is available here (torch.cuda.is_available() is False)")
     if requested is None:
