@@ -41,9 +41,10 @@ def register(app: typer.Typer) -> None:
         round on (q), or leave unanswered on screen for 5 s or more when time runs out
         counts as a miss (Again); one shown for less, or never reached, is not rated.
 
-        --history lists every mock: completed, expired (time ran out), abandoned (Ctrl-C),
-        running (in another terminal) or interrupted (drill was killed or its terminal
-        closed: the answers up to then are kept, with no score and no place in the trend).
+        --history lists every mock: completed, expired (time ran out), abandoned (Ctrl-C, or
+        end of input before the time was up), running (in another terminal) or interrupted
+        (drill was killed or its terminal closed: the answers up to then are kept, with no
+        score and no place in the trend).
         """
         from drill.mock.run import MockOptions, run_mock, show_history
 

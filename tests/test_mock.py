@@ -377,7 +377,8 @@ def test_a_refused_final_save_still_shows_the_card_and_keeps_the_checkpoint(tmp_
     assert "Mock #1 report — completed" in console.export_text()
     checkpoint = json.loads(mock["report_json"])  # what history falls back on
     assert mock["status"] == "running" and [q["outcome"] for q in checkpoint["concept"]["questions"]] == ["right", "right"]
-    assert checkpoint["owner"]["pid"] == os.getpid() and len(checkpoint["coding"]["submissions"]) == 1
+    assert checkpoint["owner"]["pid"] == os.getpid() and checkpoint["coding"]["reached"] is True
+    assert checkpoint["coding"]["untouched"] is True and checkpoint["coding"]["submissions"] == []
 
 
 # -- CLI ---------------------------------------------------------------------
@@ -534,3 +535,125 @@ def test_report_table_stays_readable_at_80_columns(home: Path, bank: Path, tmp_p
         assert [row.split()[0] for row in rows] == [str(i + 1) for i in range(len(rows))], text  # nor the number
         assert "…" not in text and long_id[:12] in text, text  # the id is folded, not cut
         assert width < 80 or long_id[-12:] in text, text
+
+
+# -- counting submissions ------------------------------------------------------------
+# A submission is a version of the file that was graded: pressing Enter on the
+# untouched starter, or again on a file unchanged since its last grade, grades
+# nothing and adds no row; at 0:00 (or on `done`) the file is graded once more
+# only if it changed since its last grade.
+
+
+@pytest.mark.parametrize(
+    ("coding_steps", "expected", "graded", "said"),
+    [
+        # the untouched starter, submitted, then done: nothing was ever graded
+        (["", "done"], [], [], "the file is still the untouched starter"),
+        # the untouched starter, submitted twice, then the clock ran out
+        (["", "", (45 * 60, "")], [], [], "still the untouched starter: nothing to grade"),
+        # nothing typed at all until 0:00
+        ([(45 * 60, "")], [], [], "still the untouched starter: nothing to grade"),
+        # a file submitted, the same file submitted again, then 0:00: one grade, reused
+        (["BUGGY v1", "", (45 * 60, "")], [("fail", False)], ["BUGGY v1"], "already graded (#1)"),
+        # a file submitted, then done without a change: no second grade
+        (["BUGGY v1", "done"], [("fail", False)], ["BUGGY v1"], "1 submission"),
+        # a file submitted, another version saved but not submitted, then 0:00: graded once more
+        (["BUGGY v1", "BUGGY v2 saved", (45 * 60, "")], [("fail", False), ("fail", True)],
+         ["BUGGY v1", "BUGGY v2 saved"], "2 submissions"),
+    ],
+)
+def test_submission_count_is_what_was_submitted_plus_one_final_grade_of_a_changed_file(
+        tmp_path: Path, bank: Path, coding_steps: list, expected: list, graded: list, said: str) -> None:
+    work = tmp_path / "work"
+    steps: list = [RIGHT, RIGHT]
+    for step in coding_steps:
+        if isinstance(step, str) and step.startswith("BUGGY"):
+            # write that text; submit it unless it is only "saved"
+            step = write_into(work / "attention.py", step, then="hmm" if step.endswith("saved") else "submit")
+        steps.append(step)
+    grader = StubGrader()
+    code, store, out, _ = sit(tmp_path, bank, steps, grade=grader)
+    report = last_report(store)["report"]
+    subs = report["coding"]["submissions"]
+    assert [(s["status"], s["at_deadline"]) for s in subs] == expected, out
+    assert grader.graded == graded
+    assert [a.status for a in store.attempts()] == [s for s, _ in expected]
+    assert all(s["at_s"] <= 45 * 60 for s in subs)  # a grade at time-up is stamped 45:00, not later
+    assert said in " ".join(out.split())
+    n = len(expected)
+    assert ("no submissions" if n == 0 else f"{n} submission{'s' * (n != 1)}") in out
+    assert report["coding"]["untouched"] is (not graded)
+
+
+def test_an_unchanged_resubmission_says_so_and_keeps_the_verdict(tmp_path: Path, bank: Path) -> None:
+    work = tmp_path / "work"
+    grader = StubGrader()
+    steps = [RIGHT, RIGHT, write_into(work / "attention.py", "BUGGY"), "", "done"]
+    code, store, out, _ = sit(tmp_path, bank, steps, grade=grader)
+    text = " ".join(out.split())
+    assert grader.graded == ["BUGGY"]
+    assert "unchanged since submission #1 (fail 3/12)" in text
+    assert len(last_report(store)["report"]["coding"]["submissions"]) == 1
+
+
+# -- end of input ---------------------------------------------------------------------
+# Closing the input (Ctrl-D, a pipe that ends) before the time is up and before the
+# rounds are done is walking away: the mock is abandoned, exactly like Ctrl-C on a pipe.
+
+
+@pytest.mark.parametrize(
+    ("steps", "outcomes", "reached", "graded"),
+    [
+        ([None], ["missed", "missed"], False, []),  # nothing answered
+        ([RIGHT, None], ["right", "missed"], False, []),  # mid concept round
+        ([RIGHT, RIGHT, None], ["right", "right"], True, []),  # at the coding prompt, file untouched
+        ([RIGHT, RIGHT, "BUGGY", None], ["right", "right"], True, ["BUGGY"]),  # after a failing submission
+        # a changed file not submitted is not graded on the way out, as with Ctrl-C
+        ([RIGHT, RIGHT, "BUGGY", "BUGGY v2 saved", None], ["right", "right"], True, ["BUGGY"]),
+    ],
+)
+def test_end_of_input_before_the_end_abandons_the_mock(tmp_path: Path, bank: Path, steps: list, outcomes: list,
+                                                       reached: bool, graded: list) -> None:
+    work = tmp_path / "work"
+    script = [write_into(work / "attention.py", s, then="hmm" if s.endswith("saved") else "submit")
+              if isinstance(s, str) and s.startswith("BUGGY") else s for s in steps]
+    grader = StubGrader()
+    code, store, out, _ = sit(tmp_path, bank, script, grade=grader)
+    mock = last_report(store)
+    assert code == EXIT_ABANDONED and mock["status"] == "abandoned", out
+    assert mock["report"]["status"] == "abandoned" and mock["ended_at"]
+    assert [q["outcome"] for q in mock["report"]["concept"]["questions"]] == outcomes
+    assert mock["report"]["coding"]["reached"] is reached and grader.graded == graded
+    assert "end of input" in out and "Mock #1 report — abandoned" in out
+
+
+@pytest.mark.parametrize(
+    ("steps", "status"),
+    [
+        ([RIGHT, RIGHT, "GOOD"], "completed"),  # the pass ends the coding round: no read is left to hit EOF
+        ([RIGHT, RIGHT, "done"], "completed"),
+        ([RIGHT, (45 * 60, RIGHT)], "expired"),  # time ran out first
+    ],
+)
+def test_a_mock_that_finished_is_not_abandoned_by_a_closed_input(tmp_path: Path, bank: Path, steps: list,
+                                                                 status: str) -> None:
+    work = tmp_path / "work"
+    script = [write_into(work / "attention.py", s) if s == "GOOD" else s for s in steps] + [None]
+    code, store, out, _ = sit(tmp_path, bank, script)
+    assert last_report(store)["status"] == status and code == 0, out
+
+
+def test_end_of_input_on_a_real_pipe_is_abandoned_and_out_of_the_trend(home: Path, bank: Path, tmp_path: Path) -> None:
+    args = ["--bank", str(bank), "--dir", str(tmp_path / "w"), "--exercise", "attention", "--questions", "2", "--seed", "1"]
+    assert _cli(*args, input="a\na\ndone\n").exit_code == 0  # all wrong: score 0
+    walked_away = subprocess.run([sys.executable, "-m", "drill.cli", "mock", "--minutes", "3", *args],
+                                 input=b"a,b\n", capture_output=True, timeout=60, env={**os.environ, "COLUMNS": "120"})
+    assert walked_away.returncode == EXIT_ABANDONED, walked_away.stdout.decode()
+    assert "abandoned" in walked_away.stdout.decode()
+    assert _cli(*args, input="a,b\na,b\ndone\n").exit_code == 0  # all right: score 40
+    result = _cli("--history")
+    lines = [line for line in result.output.splitlines() if line[:1].isdigit()]
+    assert [line.split()[4] for line in lines] == ["completed", "abandoned", "completed"], result.output
+    assert lines[1].split()[-1] != "=" and "▲" not in lines[1]  # no trend on the abandoned one
+    assert "▲ +40" in lines[2]  # compared with mock 1, not with the abandoned mock 2
+    assert "end of input" in result.output  # the legend says what abandoned covers

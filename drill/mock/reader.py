@@ -81,12 +81,12 @@ def stream_reader(
     def read_plain(prompt: str, countdown: Countdown) -> str:
         show(prompt, countdown)
         line = source.readline()
+        if countdown.expired():  # time ran out first, whatever came (or did not) after it
+            console.print()
+            raise TimeUp
         if not line:
             console.print()
             raise EndOfInput
-        if countdown.expired():
-            console.print()
-            raise TimeUp
         return finish(line)
 
     def read_fd(prompt: str, countdown: Countdown) -> str:

@@ -81,6 +81,7 @@ def build_report(
             "exercise": exercise,
             "file": str(coding.coding.path) if coding and coding.reached else None,
             "reached": bool(coding and coding.reached),
+            "untouched": bool(coding and coding.untouched()),  # the file still holds the starter
             "score_pct": _round(coding_pct),
             "submissions": submissions,
         },
@@ -176,10 +177,12 @@ def _render_coding(console: Console, coding: dict[str, Any]) -> None:
         console.print(Text(f"Coding round ({coding['exercise']}): not reached — 0%", style="bold"))
         return
     subs = coding["submissions"]
-    console.print(Text(f"Coding round ({coding['exercise']}): {coding['score_pct']:.0f}% — "
-                       f"{len(subs)} submission{'s' * (len(subs) != 1)}", style="bold"))
+    count = f"{len(subs)} submission{'s' * (len(subs) != 1)}" if subs else "no submissions"
+    console.print(Text(f"Coding round ({coding['exercise']}): {coding['score_pct']:.0f}% — {count}", style="bold"))
     if not subs:
-        console.print(Text("  nothing graded", style="red"))
+        # Older reports have no "untouched" key: they recorded the starter as a submission.
+        why = "the file is still the untouched starter" if coding.get("untouched") else "nothing graded"
+        console.print(Text(f"  {why}", style="red"))
         return
     for n, s in enumerate(subs, 1):
         when = duration(s["at_s"]) + (" (at time-up)" if s["at_deadline"] else "")
@@ -215,10 +218,14 @@ def render_history(console: Console, mocks: list[dict[str, Any]]) -> None:
         coding = report.get("coding", {})
         final = coding.get("submissions", [])[-1:] if coding else []
         verdict = "—"
-        if final:
+        if final:  # "not_attempted": how reports before untouched files stopped counting put it
             verdict = "untouched" if final[0]["status"] == "not_attempted" else f"{final[0]['status']} {final[0]['passed']}/{final[0]['total']}"
+        elif coding.get("untouched"):
+            verdict = "untouched"
         elif coding.get("reached") is False and report:
             verdict = "not reached"
+        elif coding.get("reached"):
+            verdict = "not graded"
         score = mock.get("score")
         trend = ""
         if mock["status"] in UNFINISHED_STATUSES:
@@ -243,7 +250,8 @@ def render_history(console: Console, mocks: list[dict[str, Any]]) -> None:
 
 
 STATUS_NOTES = {
-    "abandoned": "abandoned: ended with Ctrl-C or an error; its score is not in the trend.",
+    "abandoned": "abandoned: ended with Ctrl-C, end of input (Ctrl-D) before time was up, or an error; "
+                 "its score is not in the trend.",
     "interrupted": "interrupted: drill stopped without finishing (killed, crashed, terminal closed); "
                    "answers and graded files up to then are kept, no score, not in the trend.",
     "running": "running: still going in another terminal.",

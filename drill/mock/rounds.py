@@ -43,6 +43,16 @@ class Abandoned(Exception):
     """The learner chose to abandon the mock (or Ctrl-C without a terminal to ask on)."""
 
 
+class InputClosed(Abandoned):
+    """End of input (Ctrl-D, a pipe that ran dry) before the time was up and the rounds done.
+
+    Nothing more can ever be typed, so the learner has walked away: the mock is
+    abandoned exactly as with Ctrl-C (same status, same exit code, no final
+    grade of an unsubmitted file), not reported as completed. A mock whose
+    rounds all finished never reads again, so it cannot end this way.
+    """
+
+
 class _Skip(Exception):
     pass
 
@@ -95,8 +105,10 @@ class MockContext:
             raise Abandoned
         try:
             answer = self.read("Ctrl-C: abandon this mock? y = abandon (the report is saved), Enter = continue >", self.countdown)
-        except (KeyboardInterrupt, EndOfInput):
+        except KeyboardInterrupt:
             raise Abandoned from None
+        except EndOfInput:
+            raise InputClosed from None
         if answer.strip().lower() in ("y", "yes", "abandon"):
             raise Abandoned
         self.say("continuing — the clock did not stop", "yellow")
@@ -169,8 +181,7 @@ class ConceptRound:
                 ctx.say("concept round ended early: this question counts as skipped, the rest as missed", "yellow")
                 return
             except EndOfInput:
-                ctx.say("end of input: the remaining questions count as missed", "yellow")
-                return
+                raise InputClosed from None  # the question on screen and the rest count as missed
             except TimeUp:
                 self._time_ran_out(session, question, result, began, typed)
                 raise
@@ -263,6 +274,17 @@ class Submission:
 
 @dataclass
 class CodingRound:
+    """Grades the learner's file on request, and once more at the end if it changed.
+
+    A submission is a version of the file that was graded. Enter on the
+    untouched starter grades nothing; Enter on a file unchanged since its last
+    grade repeats that verdict without re-running the tests; neither adds a
+    submission. At 0:00 (or on done) the saved file is graded only if it
+    changed since its last grade, so the count is what the learner submitted
+    plus at most one final grade, and an unchanged file costs no grading time
+    after the deadline.
+    """
+
     ctx: MockContext
     exercise: str
     coding: CodingFile
@@ -272,15 +294,17 @@ class CodingRound:
     reached: bool = False
     _starter_digest: str = ""
     _graded_digest: str | None = None
+    _untouched: bool = True  # last known: the file still holds the starter
 
     def run(self) -> None:
-        """Write the starter, then grade on each Enter until pass, done, end of input or time."""
+        """Write the starter, then grade on each Enter until pass, done or time; end of input abandons."""
         ctx = self.ctx
         if ctx.countdown.expired():
             raise TimeUp
         write_starter(self.coding, self.starter)
         self.reached = True
         self._starter_digest = self._digest()
+        ctx.progress()  # a killed mock's history then knows the round was reached, and the file
         ctx.phase(f"round 2: coding {self.coding.path.name}")
         ctx.console.print()
         ctx.say(f"Round 2 — coding: implement `{self.exercise}`", "bold")
@@ -296,8 +320,7 @@ class CodingRound:
             except TimeUp:
                 self._time_up()
             except EndOfInput:
-                self.final()
-                return
+                raise InputClosed from None
             except KeyboardInterrupt:
                 self._ask_abandon()
                 continue
@@ -309,7 +332,7 @@ class CodingRound:
                     ctx.say("grading interrupted", "yellow")
                     self._ask_abandon()
                     continue
-                if submission.status == "pass":
+                if submission is not None and submission.status == "pass":
                     ctx.say("All hidden tests pass: the coding round is complete.", "bold green")
                     return
             elif word in FINISH_WORDS:
@@ -319,8 +342,7 @@ class CodingRound:
                 ctx.say("press Enter (or type submit) to grade your file, or type done to finish", "yellow")
 
     def _time_up(self) -> None:
-        """0:00: grade the last saved file, then end the mock (raises TimeUp)."""
-        self.ctx.say("Time is up — grading your last saved file.", "bold yellow")
+        """0:00: grade the last saved file if it changed, then end the mock (raises TimeUp)."""
         self.final(at_deadline=True)
         raise TimeUp
 
@@ -333,9 +355,31 @@ class CodingRound:
             self._time_up()
 
     def final(self, *, at_deadline: bool = False) -> None:
-        """Grade the latest saved file unless that exact content was graded already."""
-        if self.reached and self._digest() != self._graded_digest:
+        """Grade the latest saved file unless it is the starter or was graded already as it is."""
+        if not self.reached:
+            return
+        digest = self._digest()
+        lead = "Time is up — " if at_deadline else ""
+        style = "bold yellow" if at_deadline else "yellow"
+        if digest == self._starter_digest:
+            self.ctx.say(f"{lead}your file is still the untouched starter: nothing to grade.", style)
+        elif digest == self._graded_digest:
+            if at_deadline:
+                self.ctx.say(f"Time is up — your last saved file was already graded (#{len(self.submissions)}): "
+                             "that verdict stands.", style)
+        else:
+            if at_deadline:
+                self.ctx.say("Time is up — grading your last saved file.", style)
             self.submit(at_deadline=at_deadline)
+
+    def untouched(self) -> bool:
+        """Whether the file still holds the starter (as last seen, when it cannot be read now)."""
+        if self.reached:
+            try:
+                self._untouched = hashlib.sha256(self.coding.path.read_bytes()).hexdigest() == self._starter_digest
+            except OSError:
+                pass
+        return self.reached and self._untouched
 
     def _digest(self) -> str:
         try:
@@ -345,26 +389,36 @@ class CodingRound:
         except OSError as exc:
             raise UserError(f"cannot read the exercise file: {exc.strerror or exc}", str(self.coding.path)) from exc
 
-    def submit(self, *, at_deadline: bool = False) -> Submission:
+    def submit(self, *, at_deadline: bool = False) -> Submission | None:
+        """Grade the saved file and add a submission; None for the untouched starter.
+
+        A file unchanged since its last grade is not graded again: that
+        submission's verdict is repeated and returned, and nothing is added.
+        """
         ctx = self.ctx
         digest = self._digest()
-        at = ctx.countdown.elapsed()
         if digest == self._starter_digest:
-            submission = Submission(at, "not_attempted", detail="the file is still the untouched starter", at_deadline=at_deadline)
-            ctx.say("✗ the file is unchanged from the starter — nothing to grade yet", "bold red")
-        else:
-            ctx.say("grading with the hidden tests…", "dim")
-            began = ctx.clock.monotonic()
-            with ctx.busy():
-                result = self.grade(self.coding.path, self.exercise, ctx.seed)
-            submission = _submission(result, at, at_deadline)
-            ctx.store.record_attempt(Attempt(
-                exercise=self.exercise, attempted_at=ctx.clock.now().isoformat(), status=result.status,
-                diagnosis=submission.diagnosis_id, seed=result.seed, tests_passed=result.passed,
-                tests_total=result.total, elapsed_ms=int((ctx.clock.monotonic() - began) * 1000),
-                file=str(self.coding.path), mock_id=ctx.mock_id,
-            ))
-            self._show(submission)
+            ctx.say("✗ the file is still the untouched starter — nothing to grade yet (save your edits first)", "bold red")
+            return None
+        if digest == self._graded_digest and self.submissions:
+            last = self.submissions[-1]
+            ctx.say(f"unchanged since submission #{len(self.submissions)} ({_verdict(last)}) — not graded again; "
+                    "save your edits first", "yellow")
+            return last
+        # A grade at time-up is stamped at the deadline, not when a late read noticed it.
+        at = min(ctx.countdown.elapsed(), ctx.countdown.deadline - ctx.countdown.started)
+        ctx.say("grading with the hidden tests…", "dim")
+        began = ctx.clock.monotonic()
+        with ctx.busy():
+            result = self.grade(self.coding.path, self.exercise, ctx.seed)
+        submission = _submission(result, at, at_deadline)
+        ctx.store.record_attempt(Attempt(
+            exercise=self.exercise, attempted_at=ctx.clock.now().isoformat(), status=result.status,
+            diagnosis=submission.diagnosis_id, seed=result.seed, tests_passed=result.passed,
+            tests_total=result.total, elapsed_ms=int((ctx.clock.monotonic() - began) * 1000),
+            file=str(self.coding.path), mock_id=ctx.mock_id,
+        ))
+        self._show(submission)
         self._graded_digest = digest
         self.submissions.append(submission)
         ctx.progress()
@@ -378,6 +432,10 @@ class CodingRound:
             ctx.say(f"  likely mistake: {s.diagnosis}" + (f" — {s.detail}" if s.detail else ""), "red")
         for note in s.advisories:
             ctx.say(f"  note: {note}", "yellow")
+
+
+def _verdict(s: Submission) -> str:
+    return f"{s.status} {s.passed}/{s.total}"
 
 
 def _submission(result: Any, at: float, at_deadline: bool) -> Submission:

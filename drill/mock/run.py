@@ -31,7 +31,7 @@ from drill.mock.clock import Clock, Countdown, SystemClock, mmss
 from drill.mock.live import LiveStatus
 from drill.mock.reader import DeadlineReader, EndOfInput, TimeUp, stream_reader
 from drill.mock.report import build_report, render_history, render_report
-from drill.mock.rounds import MIN_SEEN_S, Abandoned, CodingRound, ConceptRound, Grader, MockContext
+from drill.mock.rounds import MIN_SEEN_S, Abandoned, CodingRound, ConceptRound, Grader, InputClosed, MockContext
 from drill.paths import exercises_dir
 from drill.quiz.loader import load_bank
 from drill.quiz.schedule import Scheduler
@@ -64,7 +64,7 @@ def run_mock(
     interactive: bool | None = None,
     fuzz: bool = True,
 ) -> int:
-    """Sit one mock; returns the exit code (0 finished or timed out, 130 abandoned).
+    """Sit one mock; returns the exit code (0 finished or timed out, 130 abandoned: Ctrl-C or end of input).
 
     Raises UserError for bad options (before anything is recorded) and for
     errors mid-mock (after the report so far is saved).
@@ -180,9 +180,10 @@ def _sit(options, console, reader, clock, store, grade, interactive, fuzz, rng, 
             if not coding.reached:  # the coding round announces time-up itself
                 console.print()
                 console.print(Text("Time is up.", style="bold yellow"))
-        except Abandoned:
+        except Abandoned as exc:
             status, code = "abandoned", EXIT_ABANDONED
-            console.print(Text("Mock abandoned — saving what you did.", style="bold yellow"))
+            why = "End of input before the time was up: mock abandoned" if isinstance(exc, InputClosed) else "Mock abandoned"
+            console.print(Text(f"{why} — saving what you did.", style="bold yellow"))
         except Terminated as exc:
             status, code = "interrupted", 128 + exc.signum
         except UserError as exc:
@@ -252,7 +253,8 @@ def _brief(ctx: MockContext, questions: list, budgets: list[float], exercise: st
             f"(it goes on your review list as a miss), q to end the round there.")
     say(f"Round 2: coding — implement `{exercise}` in {coding_file.path}; graded with hidden tests, resubmit as often as you like.")
     say(f"At 0:00 the mock ends: a question on screen for {MIN_SEEN_S:g} s or more counts as a miss in your reviews, "
-        "the rest as not answered, and your last saved file is graded. Ctrl-C asks whether to abandon.", "dim")
+        "the rest as not answered, and your last saved file is graded if it changed. Ctrl-C asks whether "
+        "to abandon; end of input (Ctrl-D) abandons.", "dim")
 
 
 def _check_file(path: Path, exercise: str, seed: int | None):  # type: ignore[no-untyped-def]
