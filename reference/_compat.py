@@ -32,6 +32,20 @@ def has_fused_rms_norm() -> bool:
 
 
 @functools.lru_cache(maxsize=None)
+def fused_rms_norm_upcasts() -> bool:
+    """Whether `F.rms_norm` accumulates half-precision input in fp32.
+
+    torch 2.4's F.rms_norm squares and averages in the input dtype, so an fp16
+    row of magnitude ~300 overflows to inf and normalises to all zeros (seen on
+    2.4.1); later versions upcast. Probed rather than version-compared, and the
+    caller upcasts itself where this is False.
+    """
+    x = torch.full((1, 1024), 300.0, dtype=torch.float16)
+    out = F.rms_norm(x, (1024,), None, 1e-6)
+    return bool(torch.isfinite(out).all() and (out.float() - 1).abs().max() < 1e-2)
+
+
+@functools.lru_cache(maxsize=None)
 def liger_ops() -> dict[str, Any]:
     """liger-kernel's Triton autograd functions, or {} when not installed.
 

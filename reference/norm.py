@@ -48,6 +48,8 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float, impl: str | None = None) -> 
         out = liger.apply(x.reshape(-1, shape[-1]).contiguous(), w, eps, 0.0, "llama", False)
         return out.reshape(shape)
     if _compat.has_fused_rms_norm():
+        if x.dtype in (torch.float16, torch.bfloat16) and not _compat.fused_rms_norm_upcasts():
+            return F.rms_norm(x.float(), (x.shape[-1],), weight.float(), eps).to(x.dtype)
         return F.rms_norm(x, (x.shape[-1],), w, eps).to(x.dtype)
     return rms_norm(x, weight, eps, impl="math")
 
