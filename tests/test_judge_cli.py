@@ -81,12 +81,17 @@ def test_syntax_error_is_a_failure_with_line(home: Path, tmp_path: Path) -> None
     assert doc["diagnosis"]["id"] == "syntax_error" and "line 2" in doc["diagnosis"]["detail"]
 
 
-def test_broken_store_keeps_the_verdict(home: Path) -> None:
+def test_broken_store_keeps_the_verdict_but_exits_2(home: Path) -> None:
+    """The verdict is shown; the lost attempt is one `error:` line and exit 2, never a silent 0."""
     home.mkdir(parents=True)
-    (home / "progress.db").write_bytes(b"this is not sqlite" * 100)
+    garbage = b"this is not sqlite" * 100
+    (home / "progress.db").write_bytes(garbage)
     res = run("check", str(GOOD), "-e", "rmsnorm", "--seed", "1")
-    assert res.exit_code == 0
-    assert "PASS" in res.output and "not saved" in res.output
+    assert res.exit_code == 2
+    assert "PASS" in res.stdout
+    errors = [line for line in res.stderr.splitlines() if line.strip()]
+    assert len(errors) == 1 and errors[0].startswith("error: attempt not saved:") and "progress.db" in errors[0]
+    assert (home / "progress.db").read_bytes() == garbage
 
 
 def test_start_copies_and_refuses_to_overwrite(home: Path, tmp_path: Path) -> None:

@@ -7,6 +7,8 @@ parallel; the child then waits on its stdin for the job.
 
 from __future__ import annotations
 
+import errno
+import math
 import random
 import signal
 import time
@@ -17,6 +19,7 @@ from typing import Any
 from drill.errors import UserError
 from drill.judge import registry
 from drill.judge.runner import Limits
+from drill.judge.source import clip, read_source
 
 STATUS_PASS, STATUS_FAIL, STATUS_ERROR = "pass", "fail", "error"
 
@@ -118,10 +121,7 @@ def check_file(
     limits = limits or Limits()
     if seed is None:
         seed = random.SystemRandom().randrange(2**31)
-    try:
-        source = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read the file: {exc}", str(path)) from exc
+    source = read_source(path)  # BOM and PEP 263 coding lines as Python reads them; UserError at file:line
     result = Result(exercise=name, file=str(path), status=STATUS_ERROR, seed=seed)
 
     syntax = _syntax_error(source, path)
@@ -161,7 +161,7 @@ def _syntax_error(source: str, path: Path) -> str | None:
     try:
         compile(source, str(path), "exec", dont_inherit=True)
     except SyntaxError as exc:
-        line = (exc.text or "").strip()
+        line = clip(exc.text or "", exc.offset)
         return f"line {exc.lineno}: {exc.msg}" + (f": {line}" if line else "")
     except ValueError as exc:  # e.g. null bytes
         return str(exc)
@@ -246,6 +246,10 @@ def _grade(result: Result, spec: Any, cases: list, child: Any, outcome: Any, str
         run_failure = (outcome.killed_for, f"stopped after exceeding {limit}" + _during(cases, running))
     elif outcome.killed_for == "startup":
         run_failure = ("crashed", "the grader's child process did not start in time (machine overloaded?)")
+    elif outcome.returncode == -signal.SIGXFSZ and not outcome.finished:  # the learner restored SIGXFSZ's default
+        run_failure = ("output_limit", _output_detail(outcome) + _during(cases, running))
+    elif load_error is not None and _hit_output_cap(load_error):
+        run_failure = ("output_limit", _output_detail(outcome) + f"{where(load_error)} while importing the file")
     elif outcome.returncode is not None and outcome.returncode < 0 and not outcome.finished:
         sig = -outcome.returncode
         if sig in (signal.SIGXCPU, signal.SIGKILL) and outcome.cpu_s >= child.limits.cpu_s - 0.5:
@@ -312,6 +316,10 @@ def _grade(result: Result, spec: Any, cases: list, child: Any, outcome: Any, str
                             ev.grads[key] = compare(have, want, spec.tolerances["grad"], dtype=want.dtype, what=label)
         evals.append(ev)
 
+    capped = next((ev for ev in evals if _hit_output_cap(ev.record)), None)
+    if run_failure is None and capped is not None:  # a print storm, not an exception of the learner's
+        run_failure = ("output_limit", _output_detail(outcome) + f" during test '{capped.case.name}'{where(capped.record)}")
+
     result.tests = [_test_result(ev) for ev in evals]
     if run_failure is not None:
         result.status = STATUS_ERROR if (load_error is not None or not ends) else STATUS_FAIL
@@ -353,6 +361,29 @@ def _grade(result: Result, spec: Any, cases: list, child: Any, outcome: Any, str
         result.diagnosis_detail = "failed under --strict because of the advisories"
 
 
+def _hit_output_cap(record: dict) -> bool:
+    """The child's record of a write refused by RLIMIT_FSIZE (EFBIG: our output cap, not a learner bug).
+
+    Python ignores SIGXFSZ, so a print past the cap raises OSError(EFBIG)
+    inside the learner's code; the child reports it like any exception.
+    """
+    return record.get("type") == "OSError" and str(record.get("message", "")).startswith(f"[Errno {errno.EFBIG}]")
+
+
+def _cap() -> str:
+    from drill.judge import runner
+
+    return f"{runner.OUTPUT_CAP_BYTES / 2**20:g} MB"
+
+
+def _output_detail(outcome: Any) -> str:
+    from drill.judge import runner
+
+    if outcome.output_bytes >= runner.OUTPUT_CAP_BYTES:
+        return f"printed output reached the {_cap()} cap"
+    return f"a write reached the {_cap()} file-size cap"
+
+
 def _during(cases: list, running: int | None) -> str:
     return "" if running is None else f" during test '{cases[running].name}'"
 
@@ -365,7 +396,9 @@ def _test_result(ev: Any) -> Any:
     if ev.status != "ok":
         rec = ev.record
         msg = rec.get("message", ev.status)
-        if ev.status == "exception":
+        if _hit_output_cap(rec):
+            msg = f"output limit: a print (or write) past the {_cap()} cap failed"
+        elif ev.status == "exception":
             msg = f"{rec.get('type')}: {msg}"
         if ev.status == "forbidden_op":
             msg = f"{rec.get('op')} is forbidden"
@@ -376,16 +409,21 @@ def _test_result(ev: Any) -> Any:
     fw = ev.forward
     if not fw.ok:
         if fw.worst_index is not None:
-            detail += f"; worst element {list(fw.worst_index)}: got {fw.worst_got:.6g}, expected {fw.worst_expected:.6g}"
+            detail += f"; worst element {list(fw.worst_index)}: got {_num(fw.worst_got)}, expected {_num(fw.worst_expected)}"
         return TestResult(case.name, "fail", fw.message, fw.max_abs, fw.max_rel, detail, fw.brief)
     if ev.grad_error is not None:
         return TestResult(case.name, "fail", f"gradients: {ev.grad_error}", fw.max_abs, fw.max_rel, detail)
     bad = [c for c in ev.grads.values() if not c.ok]
     if bad:
         if bad[0].worst_index is not None:
-            detail += f"; worst gradient element {list(bad[0].worst_index)}: got {bad[0].worst_got:.6g}, expected {bad[0].worst_expected:.6g}"
+            detail += f"; worst gradient element {list(bad[0].worst_index)}: got {_num(bad[0].worst_got)}, expected {_num(bad[0].worst_expected)}"
         return TestResult(case.name, "fail", bad[0].message, fw.max_abs, fw.max_rel, detail, bad[0].brief)
     return TestResult(case.name, "pass", "", fw.max_abs, fw.max_rel, detail)
+
+
+def _num(x: float) -> str:
+    """An element for the reader: whole numbers (ffn_hidden_dim's sizes) as integers, others to 6 digits."""
+    return f"{int(x)}" if math.isfinite(x) and x.is_integer() and abs(x) < 1e15 else f"{x:.6g}"
 
 
 def _advisories(spec: Any, cases: list, evals: list, outcome: Any) -> list[str]:

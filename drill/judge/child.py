@@ -110,13 +110,28 @@ def learner_line_of_tb(tb) -> tuple[int | None, str | None]:
     return line, (_source_line(line) if line else None)
 
 
+ECHO_WIDTH = 120  # as drill/judge/source.py: a long line is cut, not echoed whole
+
+
 def _source_line(lineno: int) -> str | None:
+    """Line `lineno` of the learner's file, decoded as Python decoded it (BOM, PEP 263 cookie).
+
+    `tokenize.open` is the interpreter's own detection; a file it cannot
+    decode (the import would have failed first) falls back to lossy UTF-8.
+    """
+    import tokenize
+
     try:
-        with open(LEARNER, encoding="utf-8", errors="replace") as fh:
+        try:
+            fh = tokenize.open(LEARNER)
+        except SyntaxError:
+            fh = open(LEARNER, encoding="utf-8", errors="replace")
+        with fh:
             for i, text in enumerate(fh, 1):
                 if i == lineno:
-                    return text.strip()[:200]
-    except OSError:
+                    text = text.strip()
+                    return text if len(text) <= ECHO_WIDTH else text[: ECHO_WIDTH - 1] + "…"
+    except (OSError, UnicodeDecodeError):
         pass
     return None
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import shutil
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
@@ -15,8 +17,9 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
-from drill.cliutil import EXIT_FAIL, err_console, user_errors
+from drill.cliutil import EXIT_FAIL, EXIT_USAGE, err_console, fail_usage, user_errors
 from drill.errors import UserError
 
 CHECK_HELP = """Grade your implementation of an exercise with hidden tests.
@@ -73,6 +76,9 @@ def register(app: typer.Typer) -> None:
             from drill.judge.report import to_json
 
             typer.echo(to_json(results))
+        # After the verdicts are out (panels or JSON), so a broken store never hides one.
+        if not _record(results):
+            raise typer.Exit(EXIT_USAGE)
         if any(r.status != "pass" for r in results):
             raise typer.Exit(EXIT_FAIL)
 
@@ -92,16 +98,16 @@ def register(app: typer.Typer) -> None:
         """List the exercises with your attempts and best result so far."""
         from drill.judge.registry import exercise_names
 
-        attempts: list = []
-        best: dict[str, str] = {}
-        try:
-            from drill.store import open_store
+        from drill.store import open_store
 
-            with open_store(read_only=True) as store:
-                attempts = store.attempts()
-                best = store.best_results()
-        except UserError as exc:
-            err_console.print(f"[yellow]warning:[/] progress unavailable: {escape(str(exc))}")
+        # Read-only, so a read-only or busy store still lists (with a note); a store that
+        # cannot be read at all is refused (exit 2): a table of zeros would look like lost progress.
+        with user_errors(), store_errors(), open_store(read_only=True) as store:
+            attempts = store.attempts()
+            best = store.best_results()
+            note = store.note
+        if note:
+            err_console.print(Text(f"note: {note}", style="dim"), soft_wrap=True)
         table = Table(show_header=True, header_style="bold")
         table.add_column("exercise")
         table.add_column("attempts", justify="right")
@@ -127,30 +133,28 @@ def register(app: typer.Typer) -> None:
             hints = load_hints(name)
             if n is not None and not 1 <= n <= len(hints):
                 raise UserError(f"hint number must be 1..{len(hints)} for {name}, got {n}")
-        seen = 0
-        store = None
-        try:
-            from drill.store import open_store
+        from drill.store import open_store
 
+        # `hint` saves progress (how many hints were seen), so like every writing command it
+        # refuses a store it cannot read or write before showing anything: exit 2, file untouched.
+        with user_errors(), store_errors():
             store = open_store()
-            seen = store.hints_shown(name)
-        except UserError as exc:
-            err_console.print(f"[yellow]warning:[/] progress unavailable, hints will not be remembered: {escape(str(exc))}")
-        upto = n if n is not None else min(seen + 1, len(hints))
-        console = Console(highlight=False)
-        for i, text in enumerate(hints[:upto], 1):
-            console.print(f"[bold]Hint {i}/{len(hints)}[/]: {escape(text)}\n")
-        if store is not None:
-            try:
-                store.record_hints_shown(name, upto)
+        with store:
+            with user_errors(), store_errors():
+                seen = store.hints_shown(name)
+            upto = n if n is not None else min(seen + 1, len(hints))
+            console = Console(highlight=False)
+            for i, text in enumerate(hints[:upto], 1):
+                console.print(f"[bold]Hint {i}/{len(hints)}[/]: {escape(text)}\n")
+            if upto < len(hints):
+                console.print(f"[dim]next: drill hint {name} (hint {upto + 1} of {len(hints)})[/]")
+            else:
+                console.print("[dim]that was the last hint[/]")
+            try:  # shown but not remembered (disk full, lock): say so in one line, exit 2
+                with store_errors():
+                    store.record_hints_shown(name, upto)
             except UserError as exc:
-                err_console.print(f"[yellow]warning:[/] could not remember this hint: {escape(str(exc))}")
-            finally:
-                store.close()
-        if upto < len(hints):
-            console.print(f"[dim]next: drill hint {name} (hint {upto + 1} of {len(hints)})[/]")
-        else:
-            console.print("[dim]that was the last hint[/]")
+                fail_usage(f"hint shown but not remembered: {escape(str(exc))}")
 
 
 def _run_check(f: Path, exercise: str | None, opts: dict, quiet: bool, pool=None):
@@ -174,7 +178,6 @@ def _grade_items(items: list, opts: dict, out: Console, *, verbose: bool, quiet:
             result = _run_check(f, ex, opts, quiet)
         if not quiet:
             render(result, out, verbose=verbose)
-        _record(result)
         return [result]
 
     from drill.judge.batch import grade_all, summary_table
@@ -198,7 +201,6 @@ def _grade_items(items: list, opts: dict, out: Console, *, verbose: bool, quiet:
     for r in results:
         if not quiet and (verbose or r.status != "pass" or r.advisories):
             render(r, out, verbose=verbose)
-        _record(r)
     if not quiet:
         out.print(summary_table(results, time.monotonic() - t0))
     return results
@@ -212,6 +214,7 @@ def _watch(items: list, opts: dict, out: Console, verbose: bool) -> int:
 
     exercise_of = {f: ex for f, ex in items}
     last: dict = {}
+    saved: list[bool] = []  # one per verdict: was its attempt recorded?
     with ChildPool() as pool:  # warm between saves: a re-grade costs a fork, not an import of torch
 
         def grade(changed: list) -> None:
@@ -225,7 +228,7 @@ def _watch(items: list, opts: dict, out: Console, verbose: bool) -> int:
                     continue
                 last[f] = result
                 render(result, out, verbose=verbose)
-                _record(result)
+                saved.append(_record([result]))
 
         def idle() -> None:
             out.print(f"[dim]watching {len(items)} file{'s' if len(items) != 1 else ''} — save to re-grade, Ctrl-C to stop[/]")
@@ -234,30 +237,60 @@ def _watch(items: list, opts: dict, out: Console, verbose: bool) -> int:
             watch(list(exercise_of), grade, on_idle=idle)
         except KeyboardInterrupt:
             out.print("[dim]stopped watching[/]")
+    if not all(saved):
+        return EXIT_USAGE
     return 0 if last and all(r.status == "pass" for r in last.values()) else EXIT_FAIL
 
 
-def _record(result) -> None:
-    """Save the attempt; a broken store loses nothing already printed: warn, keep the verdict."""
+def _record(results: list) -> bool:
+    """Save the attempts; False (after one `error:` line on stderr) when the store refused them.
+
+    Called after the verdicts are printed: grading is useful even when the
+    progress store is broken, so the verdict is never withheld, but losing the
+    attempt is never silent either: the caller exits 2 (an unreadable or
+    unwritable store, as for every command that saves progress), which also
+    keeps a pass whose record was lost from reading as a clean 0.
+    """
     from drill.store import Attempt, now_iso, open_store
 
     try:
-        with open_store() as store:
-            store.record_attempt(
-                Attempt(
-                    exercise=result.exercise,
-                    attempted_at=now_iso(),
-                    status=result.status,
-                    diagnosis=result.diagnosis.id if result.diagnosis else None,
-                    seed=result.seed,
-                    tests_passed=result.passed,
-                    tests_total=result.total,
-                    elapsed_ms=int(result.elapsed_s * 1000),
-                    file=str(Path(result.file).resolve()),
+        with store_errors(), open_store() as store:
+            for result in results:
+                store.record_attempt(
+                    Attempt(
+                        exercise=result.exercise,
+                        attempted_at=now_iso(),
+                        status=result.status,
+                        diagnosis=result.diagnosis.id if result.diagnosis else None,
+                        seed=result.seed,
+                        tests_passed=result.passed,
+                        tests_total=result.total,
+                        elapsed_ms=int(result.elapsed_s * 1000),
+                        file=str(Path(result.file).resolve()),
+                    )
                 )
-            )
-    except Exception as exc:  # noqa: BLE001 - the verdict is already out; never crash after it
-        err_console.print(f"[yellow]warning:[/] attempt not saved: {escape(str(exc))}")
+    except UserError as exc:
+        what = "attempt" if len(results) == 1 else "attempts"
+        err_console.print(f"[bold red]error:[/] {what} not saved: {escape(str(exc))}", soft_wrap=True)
+        return False
+    return True
+
+
+@contextmanager
+def store_errors() -> Iterator[None]:
+    """A store that opened but fails a read (damage past its header) becomes the store's one-line refusal."""
+    import sqlite3
+
+    try:
+        yield
+    except sqlite3.DatabaseError as exc:
+        from drill.store import default_path
+
+        raise UserError(
+            f"progress store is not a readable SQLite database ({exc}); it was left untouched — "
+            "move it aside (or set DRILL_HOME) to start a fresh one",
+            str(default_path()),
+        ) from exc
 
 
 def start_exercise(name: str, directory: Path, *, force: bool = False) -> Path:

@@ -106,18 +106,21 @@ def compare(
         excess = torch.where(over, abs_err - allowed, torch.full_like(e, -1.0))
         idx = _unravel(int(excess.argmax()), tuple(e.shape))
         n = int(over.sum())
+        # Integer answers (ffn_hidden_dim) read as integers: "got 10752, expected 11008", not 1.075e+04.
+        integral = not (got.is_floating_point() or expected.is_floating_point())
+        num = (lambda x, digits: f"{int(x)}") if integral else (lambda x, digits: f"{x:.{digits}g}")
         return Comparison(
             False,
             "values",
             f"{what}: {n} of {int(region.sum())} values outside tolerance; worst at {list(idx)}: "
-            f"got {float(g[idx]):.6g}, expected {float(e[idx]):.6g}",
+            f"got {num(float(g[idx]), 6)}, expected {num(float(e[idx]), 6)}",
             max_abs,
             max_rel,
             idx,
             float(g[idx]),
             float(e[idx]),
             f"{'' if what == 'output' else what + ': '}{n}/{int(region.sum())} values off; "
-            f"worst got {float(g[idx]):.4g}, expected {float(e[idx]):.4g}",
+            f"worst got {num(float(g[idx]), 4)}, expected {num(float(e[idx]), 4)}",
         )
     return Comparison(True, "", "", max_abs, max_rel)
 

@@ -88,14 +88,20 @@ def _diagnosis(result: Any, d: Any) -> Text:
 
 
 def _tests_compact(result: Any) -> Group:
-    """Failing tests: the name on one line, a short message under it; then how many are left out."""
+    """Failing tests: the name (wrapped, never cut), a short message under it; then how many are left out.
+
+    Names wrap under a hanging indent rather than being cut: kv_cache names
+    differ only at their end ("...: returned cache keys" / "... values"), so a
+    cut name made two different tests look identical.
+    """
     failing = [t for t in result.tests if t.status != "pass"]
     lines: list[Any] = []
     for t in failing[:COMPACT_FAILURES]:
-        name = Text(no_wrap=True, overflow="ellipsis")
-        name.append("✗ " if t.status in ("fail", "error") else "- ", style=STYLE.get(t.status, ""))
-        name.append(t.name)
-        lines.append(name)
+        row = Table.grid(padding=0)
+        row.add_column(no_wrap=True)
+        row.add_column(overflow="fold")
+        row.add_row(Text("✗ " if t.status in ("fail", "error") else "- ", style=STYLE.get(t.status, "")), Text(t.name))
+        lines.append(row)
         lines.append(Text("    " + (t.short or t.message), no_wrap=True, overflow="ellipsis"))
     left = len(failing) - COMPACT_FAILURES
     if left > 0:

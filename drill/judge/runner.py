@@ -79,6 +79,7 @@ class RunOutcome:
     wall_s: float
     leftovers: list[int] = field(default_factory=list)
     output_tail: str = ""
+    output_bytes: int = 0  # size of the child's printed output; OUTPUT_CAP_BYTES means the cap fired
 
     @property
     def finished(self) -> bool:
@@ -177,6 +178,7 @@ class Child:
             wall_s=wall,
             leftovers=leftovers,
             output_tail=self._output_tail(),
+            output_bytes=self._output_bytes(),
         )
 
     def output_file(self, name: str) -> Path:
@@ -306,6 +308,12 @@ class Child:
             if isinstance(value, dict):
                 events.append(value)
         return events
+
+    def _output_bytes(self) -> int:
+        try:
+            return (self.workdir / "output.txt").stat().st_size
+        except OSError:
+            return 0
 
     def _output_tail(self, limit: int = 2000) -> str:
         try:
@@ -475,6 +483,7 @@ class PooledChild(Child):
             wall_s=time.monotonic() - getattr(self, "sent", self.started),
             leftovers=leftovers,
             output_tail=self._output_tail(),
+            output_bytes=self._output_bytes(),
         )
 
     def _kill_group(self) -> None:
