@@ -216,6 +216,26 @@ class Store:
                     self._db.execute("ROLLBACK")
                 raise _operational_error(exc, self.path) from exc
 
+    def probe_write(self, timeout_s: float = 1.0) -> None:
+        """Check, in at most `timeout_s`, that a write would go through: take the write
+        lock, write the header, roll back. A command about to ask for work it must save
+        (drill quiz) calls this first, so a store that another process holds locked, or
+        that is read-only, is refused before the learner types an answer, not after."""
+        if self.read_only:
+            raise StoreUnavailable("the progress store was opened read-only; nothing can be saved", str(self.path))
+        try:
+            self._db.execute(f"PRAGMA busy_timeout = {max(0, int(timeout_s * 1000))}")
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                version = self._db.execute("PRAGMA user_version").fetchone()[0]
+                self._db.execute(f"PRAGMA user_version = {int(version)}")
+            finally:
+                self._db.execute("ROLLBACK")
+        except sqlite3.OperationalError as exc:
+            raise _operational_error(exc, self.path) from exc
+        finally:
+            self._db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+
     def close(self) -> None:
         self._db.close()
 

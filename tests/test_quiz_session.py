@@ -294,7 +294,8 @@ def test_choice_options_are_shuffled_and_graded_by_what_was_shown(home: Path) ->
 def test_a_lapsed_card_comes_back_once_in_the_same_session(home: Path) -> None:
     result = _quiz("--tag", "complexity", "--difficulty", "easy", input="a\nb\n")
     assert result.exit_code == 0, result.output
-    assert "Question 2/2" in result.output and "✓ correct" in result.output
+    assert "Question 1/1" in result.output and "Repeat 1 (missed earlier)" in result.output
+    assert "Question 2/" not in result.output and "✓ correct" in result.output
     with _store(home) as store:
         assert [r.rating for r in store.reviews()] == [1, 3]
 

@@ -18,10 +18,10 @@ from drill.cliutil import EXIT_USAGE, fail_usage, user_errors
 def register(app: typer.Typer) -> None:
     @app.command()
     def quiz(
-        topic: Annotated[Optional[list[str]], typer.Option("--topic", "-t", help="Only this topic (repeatable).")] = None,
-        tag: Annotated[Optional[list[str]], typer.Option("--tag", help="Only questions with this tag (repeatable).")] = None,
+        topic: Annotated[Optional[list[str]], typer.Option("--topic", "-t", help="Only these topics (comma-separated or repeated; any case).")] = None,
+        tag: Annotated[Optional[list[str]], typer.Option("--tag", help="Only questions with one of these tags (comma-separated or repeated; any case).")] = None,
         difficulty: Annotated[Optional[str], typer.Option("--difficulty", "-d", help="easy, medium or hard.")] = None,
-        count: Annotated[int, typer.Option("--count", "-n", min=1, help="At most this many questions.")] = 20,
+        count: Annotated[int, typer.Option("--count", "-n", min=1, help="At most this many questions, repeats included (a missed card comes back once at the end while there is room).")] = 20,
         cram: Annotated[bool, typer.Option("--cram/--due", help="--due (default): due cards, then new ones. --cram: practice the filtered set without touching the schedule.")] = False,
         new_limit: Annotated[int, typer.Option("--new-limit", min=0, help="New cards per day (counted from today's reviews).")] = 10,
         seed: Annotated[Optional[int], typer.Option("--seed", help="Seed for question order and parametric values.")] = None,
@@ -32,7 +32,7 @@ def register(app: typer.Typer) -> None:
         """Drill interview questions with spaced repetition."""
         from drill.quiz.run import QuizOptions, run_quiz
 
-        if difficulty is not None and difficulty not in ("easy", "medium", "hard"):
+        if difficulty is not None and difficulty.strip().lower() not in ("easy", "medium", "hard"):
             fail_usage(f"--difficulty must be easy, medium or hard, not {difficulty!r}")
         if not 0.7 <= retention <= 0.99:
             fail_usage(f"--retention must be between 0.7 and 0.99 (e.g. 0.9), not {retention}")

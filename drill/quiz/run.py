@@ -19,7 +19,7 @@ from rich.text import Text
 from drill.errors import UserError
 from drill.quiz.loader import load_bank
 from drill.quiz.schedule import Scheduler, parse_time
-from drill.quiz.select import Filters, cram_queue, due_queue, filtered, new_today
+from drill.quiz.select import cram_queue, due_queue, filtered, new_today, no_match_message, resolve_filters
 from drill.quiz.session import LineReader, Session, render_summary, terminal_reader
 from drill.store import Store, open_store
 
@@ -53,13 +53,10 @@ def run_quiz(
     console = console or Console(highlight=False)
     clock = clock or (lambda: datetime.now(timezone.utc))
     bank = load_bank(options.bank)
-    known_topics = bank.topics()
-    for topic in options.topics:
-        if topic not in known_topics:
-            raise UserError(f"unknown topic {topic!r}; topics: {', '.join(known_topics)}", "--topic")
-    pool = filtered(bank.questions, Filters(options.topics, options.tags, options.difficulty))
+    filters = resolve_filters(bank.questions, options.topics, options.tags, options.difficulty)
+    pool = filtered(bank.questions, filters)
     if not pool:
-        raise UserError("no question matches these filters (--topic/--tag/--difficulty)")
+        raise UserError(no_match_message(bank.questions, filters))
     own_store = store is None
     store = store or open_store()
     try:
@@ -77,8 +74,11 @@ def run_quiz(
             if not queue:
                 _nothing_due(console, pool, cards, done, options.new_limit)
                 return 0
+        # Refuse a store we could not save to *now*, before the first answer is typed
+        # (a held write lock would otherwise cost that answer after a 10 s wait).
+        store.probe_write()
         session = Session(store, console, read or terminal_reader(console), scheduler, rng, clock, shuffle=options.shuffle)
-        result = session.run(queue)
+        result = session.run(queue, limit=options.count)
         due_left = None
         if not options.cram:
             later = clock()

@@ -8,12 +8,15 @@ limit honest across several short sessions.
 
 from __future__ import annotations
 
+import difflib
 import random
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from drill.errors import UserError
 from drill.quiz.schedule import parse_time
 from drill.quiz.schema import Question
 from drill.store import Review
@@ -35,6 +38,64 @@ class Filters:
 
 def filtered(questions: Iterable[Question], filters: Filters) -> list[Question]:
     return [q for q in questions if filters.keep(q)]
+
+
+DIFFICULTIES = ("easy", "medium", "hard")
+
+
+def split_values(values: Iterable[str] | None) -> tuple[str, ...]:
+    """`--tag a,b --tag c` -> ('a', 'b', 'c'): comma lists and repeats mean the same."""
+    return tuple(part.strip() for value in values or () for part in value.split(",") if part.strip())
+
+
+def _key(name: str) -> str:
+    """How a typed filter is compared: case and -/_ do not matter (GQA, kv-cache for kv_cache)."""
+    return name.strip().lower().replace("_", "-")
+
+
+def _canonical(typed: str, known: Iterable[str], what: str, flag: str, popular: list[str] | None = None) -> str:
+    """The bank's own spelling of `typed`; UserError naming close spellings if there is none."""
+    by_key = {_key(name): name for name in known}
+    if _key(typed) in by_key:
+        return by_key[_key(typed)]
+    close = difflib.get_close_matches(_key(typed), list(by_key), n=5, cutoff=0.6)
+    close += [k for k in by_key if _key(typed) in k and k not in close][: 5 - len(close)]
+    if close:
+        hint = "did you mean " + ", ".join(by_key[k] for k in close) + "?"
+    elif popular is not None:
+        hint = f"{len(by_key)} {what}s, e.g. " + ", ".join(popular)
+    else:
+        hint = f"{what}s: " + ", ".join(sorted(by_key.values()))
+    raise UserError(f"unknown {what} {typed!r}; {hint}", flag)
+
+
+def resolve_filters(questions: list[Question], topics: Iterable[str] = (), tags: Iterable[str] = (), difficulty: str | None = None) -> Filters:
+    """Typed filters -> the bank's spellings. Unknown names are a UserError with
+    suggestions (never a silent "nothing matches"); comma lists are split."""
+    topic_names = {q.topic for q in questions}
+    tag_counts = Counter(t for q in questions for t in q.tags)
+    popular = [t for t, _ in tag_counts.most_common(8)]
+    level = None
+    if difficulty is not None:
+        level = _canonical(difficulty, DIFFICULTIES, "difficulty", "--difficulty")
+    return Filters(
+        tuple(dict.fromkeys(_canonical(t, topic_names, "topic", "--topic") for t in split_values(topics))),
+        tuple(dict.fromkeys(_canonical(t, tag_counts, "tag", "--tag", popular) for t in split_values(tags))),
+        level,
+    )
+
+
+def no_match_message(questions: list[Question], filters: Filters) -> str:
+    """Why a combination of known filters is empty: what each filter alone would give."""
+    parts = []
+    if filters.topics:
+        parts.append(("topic " + ",".join(filters.topics), Filters(topics=filters.topics)))
+    if filters.tags:
+        parts.append(("tag " + ",".join(filters.tags), Filters(tags=filters.tags)))
+    if filters.difficulty:
+        parts.append((f"difficulty {filters.difficulty}", Filters(difficulty=filters.difficulty)))
+    alone = "; ".join(f"{label} alone: {len(filtered(questions, f))}" for label, f in parts)
+    return "no question matches all of these filters together" + (f" ({alone})" if alone else "")
 
 
 def new_today(reviews: Iterable[Review], now: datetime) -> int:

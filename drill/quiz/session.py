@@ -65,6 +65,13 @@ def lines_reader(lines: list[str]) -> LineReader:
 def terminal_reader(console: Console) -> LineReader:
     """Read from the terminal, or line by line from stdin when it is a pipe."""
     interactive = sys.stdin is not None and sys.stdin.isatty()
+    if interactive:
+        # Line editing and history for input(): without it arrow keys type ^[[D into
+        # the answer. Imported only for a terminal (pipes and tests never pay for it).
+        try:
+            import readline  # noqa: F401
+        except ImportError:  # Windows, or a Python built without it: plain input() still works
+            pass
 
     def read(prompt: str) -> str | None:
         console.print(Text(prompt + " ", style="bold cyan"), end="")
@@ -131,14 +138,24 @@ class Session:
         (a skip in a mock is a failed recall, and the schedule should know)."""
         self._save(question, AGAIN, answer, time.monotonic() - seconds)
 
-    def run(self, queue: list[Question]) -> SessionResult:
+    def run(self, queue: list[Question], limit: int | None = None) -> SessionResult:
+        """Ask the queue in order; at most `limit` questions in all, repeats included.
+
+        A card missed in a scheduled session comes back once at the end while
+        there is room under `limit` (like Anki's learning steps: the correction
+        is fresh). Repeats get their own header, so "Question i/N" never grows.
+        """
         result = SessionResult()
         started = time.monotonic()
-        queue = list(queue)  # grows: lapsed cards are appended once
+        first_pass = len(queue)
+        queue = list(queue)  # grows: lapsed cards are appended once, within the limit
         requeued: set[str] = set()
         try:
             for index, question in enumerate(queue):
-                self._header(index, len(queue), question)
+                if index < first_pass:
+                    self._header(f"Question {index + 1}/{first_pass}", question)
+                else:
+                    self._header(f"Repeat {index + 1 - first_pass} (missed earlier)", question)
                 rating, answer, right, began = self._ask(question)
                 self._save(question, rating, answer, began)
                 result.asked += 1
@@ -149,9 +166,9 @@ class Session:
                     result.auto_wrong += 1
                 if rating == AGAIN:
                     result.missed.append(question.id)
-                    # Like Anki's learning steps: a lapse is seen once more before the session
-                    # ends, while the correction is fresh. Cram sessions keep to their -n.
-                    if self.scheduler is not None and question.id not in requeued:
+                    # Cram sessions keep to their queue: they do not schedule, so no learning step.
+                    room = limit is None or len(queue) < limit
+                    if self.scheduler is not None and question.id not in requeued and room:
                         requeued.add(question.id)
                         queue.append(question)
         except _EndSession as end:
@@ -180,10 +197,10 @@ class Session:
     def _say(self, text: str, style: str | None = None) -> None:
         self.console.print(Text(text, style=style or ""))
 
-    def _header(self, index: int, total: int, question: Question) -> None:
+    def _header(self, title: str, question: Question) -> None:
         self.console.print()
         tags = f" · {', '.join(question.tags)}" if question.tags else ""
-        self._say(f"Question {index + 1}/{total} · {question.topic} · {question.difficulty} · {question.kind}{tags}", "bold magenta")
+        self._say(f"{title} · {question.topic} · {question.difficulty} · {question.kind}{tags}", "bold magenta")
 
     def _ask(self, question: Question) -> tuple[int, str, bool | None, float]:
         began = time.monotonic()
