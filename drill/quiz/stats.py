@@ -36,35 +36,71 @@ class TopicRetention:
 
 @dataclass
 class Stats:
-    total_reviews: int = 0
+    total_reviews: int = 0  # scheduled reviews (quiz and mock); cram answers are counted apart
+    cram_reviews: int = 0
     cards: int = 0
     per_day: list[tuple[date, int]] = field(default_factory=list)  # oldest first, HISTORY_DAYS entries
+    cram_per_day: dict[date, int] = field(default_factory=dict)
     by_topic: list[TopicRetention] = field(default_factory=list)
     forecast: list[tuple[date, int]] = field(default_factory=list)  # today (incl. overdue) first
     weakest: list[TopicRetention] = field(default_factory=list)
     leeches: list[tuple[str, int]] = field(default_factory=list)  # (question id, lapses)
 
 
+def scheduled_reviews(reviews: Iterable[Review]) -> list[Review]:
+    """The reviews that tell how well something is remembered: quiz and mock answers.
+
+    Cram answers are left out: a cram session re-asks what the learner just
+    chose to practise, often several times in a row, without scheduling, so
+    counting them would make a topic look remembered (or forgotten) on the
+    strength of minutes-old repetitions.
+    """
+    return [r for r in reviews if r.source != "cram"]
+
+
+def topic_retention(reviews: Iterable[Review]) -> list[TopicRetention]:
+    """Per topic (alphabetical): scheduled reviews and how many were not rated Again."""
+    total: Counter[str] = Counter()
+    passed: Counter[str] = Counter()
+    for review in scheduled_reviews(reviews):
+        topic = review.topic or "?"
+        total[topic] += 1
+        passed[topic] += review.rating != AGAIN
+    return sorted((TopicRetention(t, total[t], passed[t]) for t in total), key=lambda r: r.topic)
+
+
+def weakest_topics(reviews: Iterable[Review], limit: int = 3) -> list[TopicRetention]:
+    """The topics with the lowest retention among those with at least WEAK_MIN_REVIEWS
+    scheduled reviews, weakest first — the one definition `drill stats` shows and any
+    other "weakest topics" (e.g. the mock's) should use: call it with `store.reviews()`."""
+    ranked = sorted(
+        (r for r in topic_retention(reviews) if r.reviews >= WEAK_MIN_REVIEWS), key=lambda r: (r.retention, -r.reviews, r.topic)
+    )
+    return ranked[:limit]
+
+
 def compute_stats(reviews: Iterable[Review], cards: Mapping[str, Mapping[str, Any]], now: datetime) -> Stats:
-    """All numbers `drill stats` shows; days are the learner's local calendar days."""
+    """All numbers `drill stats` shows; days are the learner's local calendar days.
+    Retention, weakest topics and the per-day counts use scheduled reviews only;
+    cram answers are counted apart (they never make cards, so the forecast is untouched)."""
+    reviews = list(reviews)
     today = now.astimezone().date()
     stats = Stats(cards=len(cards))
     day_counts: Counter[date] = Counter()
-    topic_total: Counter[str] = Counter()
-    topic_passed: Counter[str] = Counter()
+    cram_days: Counter[date] = Counter()
     for review in reviews:
-        stats.total_reviews += 1
-        day_counts[parse_time(review.reviewed_at).astimezone().date()] += 1
-        topic = review.topic or "?"
-        topic_total[topic] += 1
-        topic_passed[topic] += review.rating != AGAIN
-    stats.per_day = [(d, day_counts[d]) for d in (today - timedelta(days=i) for i in range(HISTORY_DAYS - 1, -1, -1))]
-    stats.by_topic = sorted(
-        (TopicRetention(t, topic_total[t], topic_passed[t]) for t in topic_total), key=lambda r: r.topic
-    )
-    stats.weakest = sorted(
-        (r for r in stats.by_topic if r.reviews >= WEAK_MIN_REVIEWS), key=lambda r: (r.retention, -r.reviews)
-    )[:3]
+        day = parse_time(review.reviewed_at).astimezone().date()
+        if review.source == "cram":
+            stats.cram_reviews += 1
+            cram_days[day] += 1
+        else:
+            stats.total_reviews += 1
+            day_counts[day] += 1
+    days = [today - timedelta(days=i) for i in range(HISTORY_DAYS - 1, -1, -1)]
+    stats.per_day = [(d, day_counts[d]) for d in days]
+    stats.cram_per_day = {d: cram_days[d] for d in days if cram_days[d]}
+    stats.by_topic = topic_retention(reviews)
+    stats.weakest = weakest_topics(reviews)
     due_counts: Counter[date] = Counter()
     for card in cards.values():
         day = max(parse_time(card["due"]).astimezone().date(), today)
@@ -88,22 +124,28 @@ def render_stats(stats: Stats, console: Any, prompts: Mapping[str, str] | None =
     from rich.text import Text
 
     prompts = prompts or {}
-    console.print(Text(f"{stats.total_reviews} reviews, {stats.cards} cards scheduled", style="bold"))
-    if not stats.total_reviews:
+    cram = f" (+ {stats.cram_reviews} cram answer{'s' * (stats.cram_reviews != 1)}, not scheduled)" if stats.cram_reviews else ""
+    console.print(Text(f"{stats.total_reviews} review{'s' * (stats.total_reviews != 1)}, {stats.cards} card{'s' * (stats.cards != 1)} scheduled{cram}", style="bold"))
+    if not stats.total_reviews and not stats.cram_reviews:
         console.print(Text("No reviews yet — start with `drill quiz`.", style="dim"))
+    elif stats.cram_reviews:
+        console.print(Text("Cram answers are practice: they are not in retention, weakest topics or the forecast.", style="dim"))
 
     # Titles are printed as their own lines: a Table title wraps to the (narrow) table's width.
     console.print(Text(f"Reviews per day (last {HISTORY_DAYS} days)", style="bold"))
     days = Table()
     days.add_column("day")
     days.add_column("reviews", justify="right")
+    if stats.cram_per_day:
+        days.add_column("cram", justify="right")
     days.add_column("")
     peak = max((n for _, n in stats.per_day), default=0)
     for day, n in stats.per_day:
-        days.add_row(f"{day:%a %m-%d}", str(n), Text(_bar(n, peak), style="cyan"))
+        cram_cell = [f"+{stats.cram_per_day[day]}" if day in stats.cram_per_day else ""] if stats.cram_per_day else []
+        days.add_row(f"{day:%a %m-%d}", str(n), *cram_cell, Text(_bar(n, peak), style="cyan"))
     console.print(days)
 
-    console.print(Text("Retention by topic (share of reviews not rated Again)", style="bold"))
+    console.print(Text("Retention by topic (share of scheduled reviews not rated Again)", style="bold"))
     topics = Table()
     topics.add_column("topic")
     topics.add_column("reviews", justify="right")
