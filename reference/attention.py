@@ -77,6 +77,10 @@ def _combined_mask(
             raise ValueError(f"mask of shape {tuple(mask.shape)} does not broadcast to {target}")
         if mask.dim() < 2:  # legal (a (T_k,) key mask, a 0-d flag), but F.sdpa indexes dim -2: give it one
             mask = mask.reshape((1,) * (2 - mask.dim()) + tuple(mask.shape))
+        # A view, not a copy. torch 2.4's CPU SDPA reads a (T_q, 1) mask as if
+        # its key dim were not broadcast (wrong output, seen on 2.4.1), so the
+        # last two dims are always handed over at full size.
+        mask = mask.expand(*mask.shape[:-2], t_q, t_k)
     if not causal:
         return mask, False
     if mask is None and t_q == t_k:

@@ -152,6 +152,30 @@ def test_sdpa_matches_naive(case, impl):
     close(out, naive_attention(q, k, v, allowed), 1e-5)
 
 
+MASK_SHAPES = {  # every legal broadcast of a (B, H, T_q, T_k) = (2, 3, 4, 5) mask
+    "key (T_k,)": (5,),
+    "query (T_q, 1)": (4, 1),
+    "scalar ()": (),
+    "padding (B, 1, 1, T_k)": (2, 1, 1, 5),
+    "per-head (H, T_q, T_k)": (3, 4, 5),
+    "row (1, T_k)": (1, 5),
+}
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("shape", MASK_SHAPES.values(), ids=MASK_SHAPES.keys())
+def test_sdpa_any_broadcastable_mask_matches_the_expanded_one(impl, shape):
+    """torch 2.4's CPU SDPA got a (T_q, 1) mask wrong; the reference must not inherit that."""
+    q, k, v = randn(2, 3, 4, 8, seed=41), randn(2, 3, 5, 8, seed=42), randn(2, 3, 5, 8, seed=43)
+    mask = torch.rand(shape, generator=gen(44)) > 0.4 if shape else torch.tensor(True)
+    full = mask.expand(2, 3, 4, 5)
+
+    def allowed(b, h, i, j):
+        return bool(full[b, h, i, j])
+
+    close(R.sdpa(q, k, v, mask, impl=impl), naive_attention(q, k, v, allowed), 1e-5)
+
+
 @pytest.mark.parametrize("impl", IMPLS)
 def test_sdpa_custom_scale(impl):
     q, k, v = randn(1, 1, 3, 4, seed=5), randn(1, 1, 3, 4, seed=6), randn(1, 1, 3, 4, seed=7)
