@@ -75,7 +75,19 @@ def render(question: ParametricQuestion, env: dict[str, Number]) -> str:
             return format_number(value)
         return match.group(0)
 
-    return PLACEHOLDER.sub(fill, question.prompt)
+    text = _PLURAL.sub(lambda m: _plural(m, env), question.prompt)
+    return PLACEHOLDER.sub(fill, text)
+
+
+# "{n} byte(s)" reads "1 byte" / "2 bytes" once the number is known.
+_PLURAL = re.compile(r"\{([A-Za-z][A-Za-z0-9_]*)\}(\s+)([A-Za-z]+)\(s\)")
+
+
+def _plural(match: re.Match[str], env: dict[str, Number]) -> str:
+    name, space, word = match.groups()
+    if name not in env:
+        return match.group(0)
+    return "{" + name + "}" + space + word + ("" if env[name] == 1 else "s")
 
 
 def answer(question: ParametricQuestion, env: dict[str, Number]) -> float:

@@ -366,7 +366,21 @@ class Session:
                 self._say(f"this card is a leech ({lapses} lapses): rewrite your notes on it or suspend it", "yellow")
 
 
-_LIST_OR_CODE = re.compile(r"^(\s|[-*•>|]|\d+[.)]\s)")
+_BULLET_OR_CODE = re.compile(r"^(\s|[-*•>|])")
+_NUMBERED = re.compile(r"^\d+[.)]\s")
+
+
+def _is_structure(lines: list[str], index: int) -> bool:
+    """A bullet or indented line; or a numbered item that is part of a list (the
+    paragraph has two of them, or the line before ends with ':'), so a wrapped
+    sentence that happens to start "1. What is..." stays prose."""
+    line = lines[index]
+    if _BULLET_OR_CODE.match(line):
+        return True
+    if not _NUMBERED.match(line):
+        return False
+    numbered = sum(1 for other in lines if _NUMBERED.match(other))
+    return numbered >= 2 or (index > 0 and lines[index - 1].rstrip().endswith(":"))
 
 
 def reflow(text: str) -> str:
@@ -377,7 +391,7 @@ def reflow(text: str) -> str:
     out = []
     for para in paragraphs:
         lines = para.split("\n")
-        if any(_LIST_OR_CODE.match(line) for line in lines[1:]) or _LIST_OR_CODE.match(lines[0]):
+        if any(_is_structure(lines, i) for i in range(len(lines))):
             out.append(para)
         else:
             out.append(" ".join(line.strip() for line in lines))

@@ -13,6 +13,7 @@ that starts from the parse cache (every start but the first) never needs it.
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -86,14 +87,32 @@ def read_yaml(path: Path) -> Any:
 
     try:
         return yaml.load(text_str, Loader=_line_loader())  # noqa: S506 - a SafeLoader subclass
+    except yaml.constructor.ConstructorError as exc:
+        # Only the safe constructors exist, so an unknown tag is the one way to get here:
+        # !!python/object is an attempt to run code, not a typo in indentation.
+        line = exc.problem_mark.line + 1 if exc.problem_mark is not None else 0
+        tag = re.search(r"tag '([^']*)'", exc.problem or "")
+        shown = tag.group(1).replace("tag:yaml.org,2002:", "!!") if tag else "this tag"
+        raise YamlSyntaxError(line, f"tags like !!python/... are not allowed in a question bank (plain data only): remove {shown}") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
+        if exc.context_mark is not None and "quoted scalar" in (exc.context or ""):
+            # The scanner notices an unclosed quote only where the file (or the next quote)
+            # ends: point at the line where the quote was opened.
+            line = exc.context_mark.line + 1
+            quote = text_str.splitlines()[exc.context_mark.line][exc.context_mark.column : exc.context_mark.column + 1] if exc.context_mark.line < len(text_str.splitlines()) else '"'
+            where = "before the end of the file" if "end of stream" in (exc.problem or "") else f"({exc.problem} on line {mark.line + 1 if mark else '?'})"
+            raise YamlSyntaxError(line, f"the {quote} quote opened on this line is never closed {where}; add the closing {quote}") from None
         line = mark.line + 1 if mark is not None else 0
         what = " ".join(p for p in (exc.context, exc.problem) if p)
         lines = text_str.splitlines()
         if 0 < line <= len(lines) and "\t" in lines[line - 1][: mark.column + 1 if mark is not None else None]:
             raise YamlSyntaxError(line, "a tab character where YAML needs spaces; indent with spaces only") from None
-        raise YamlSyntaxError(line, f"YAML syntax error: {what}; check indentation and quoting") from None
+        started = ""
+        if exc.context_mark is not None and exc.context_mark.line + 1 != line:  # e.g. a [ never closed
+            construct = re.sub(r"^while (parsing|scanning) (an? )?", "", exc.context or "") or "construct"
+            started = f" (the {construct} starts on line {exc.context_mark.line + 1})"
+        raise YamlSyntaxError(line, f"YAML syntax error: {what}{started}; check indentation and quoting") from None
     except yaml.YAMLError as exc:
         raise YamlSyntaxError(0, f"YAML error: {exc}") from None
 
