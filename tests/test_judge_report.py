@@ -88,3 +88,35 @@ def test_max_rel_err_is_normwise_not_elementwise() -> None:
     bad = compare(torch.tensor([1.0, 2.5]), torch.tensor([1.0, 2.0]), Tolerance(atol=2e-5, rtol=1e-4))
     assert not bad.ok and abs(bad.max_rel - 0.25) < 1e-9
     assert bad.brief.startswith("1/2 values off; worst got 2.5, expected 2")
+
+
+def test_integer_answers_read_as_integers() -> None:
+    """ffn_hidden_dim returns int64 sizes: "got 10752, expected 11008", never 1.075e+04."""
+    got, expected = torch.tensor([10752, 5632, 1234567]), torch.tensor([11008, 5632, 1234568])
+    c = compare(got, expected, Tolerance(atol=0.0, rtol=0.0))
+    assert not c.ok
+    assert "worst got 10752, expected 11008" in c.brief and "e+" not in c.message
+    floats = compare(torch.tensor([10752.5]), torch.tensor([11008.25]), Tolerance(atol=1e-5, rtol=1e-4))
+    assert "1.075e+04" in floats.brief  # float outputs keep their significant digits
+
+
+def test_long_test_names_wrap_so_distinct_tests_stay_distinct() -> None:
+    stem = "fp32 prompt then one token at a time [3+1+1+1+1], n_heads=4, n_kv_heads=2, d_head=16"
+    tests = [check.TestResult(f"{stem}: returned cache {what}", "fail", "m", 1.0, 1.0, short="values off")
+             for what in ("keys", "values")]
+    result = check.Result(exercise="kv_cache", file="kv_cache.py", status="fail", seed=1, tests=tests, diagnosis=DIAG)
+    lines = _panel(result)
+    assert all(len(line) <= 80 for line in lines)
+    text = "\n".join(line.strip("│ ") for line in lines)
+    assert "returned cache keys" in text and "returned cache values" in text
+    assert "…" not in "".join(line for line in lines if "returned cache" in line or "n_heads" in line)
+
+
+def test_judge_readme_lists_every_generic_diagnosis_id() -> None:
+    from pathlib import Path
+
+    from drill.judge.diagnose import GENERIC
+
+    readme = (Path(__file__).parents[1] / "drill" / "judge" / "README.md").read_text(encoding="utf-8")
+    table = readme[readme.index("Generic ids"):readme.index("A bug variant is accepted")]
+    assert [i for i in GENERIC if f"`{i}`" not in table] == []

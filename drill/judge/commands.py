@@ -30,7 +30,9 @@ table. Your code runs in a separate, limited process; expected outputs are
 computed here with the reference model. gqa and kv_cache also get an
 advisory audit (K/V memory; decode-step work), which fails only with
 --strict. Exit code: 0 all passed, 1 a test failed or your code errored,
-2 usage error (with --watch: the last verdict's code after Ctrl-C).
+2 usage error, a file Python cannot decode, or an attempt the progress store
+could not save (the verdict is still shown, then one error line); with
+--watch: the last verdict's code after Ctrl-C.
 
 The panel lists at most 4 failing tests; --verbose shows every test with its
 inputs. --json prints one JSON document (an object for one file, a list for
