@@ -195,6 +195,9 @@ def test_simple_arithmetic_is_evaluated(text: str, unit: str, expected: float) -
         ("2 < 3", "couldn't"),
         ("1" + "+1" * 150, "longer than"),
         ("5 $", "couldn't read"),
+        ("2**4095", "far too large"),  # within the power guard, but no float holds it
+        ("10^308*10", "far too large"),
+        ("1e400", "far too large"),
     ],
 )
 def test_arithmetic_that_cannot_be_an_answer_is_asked_again(text: str, fragment: str) -> None:
@@ -231,3 +234,24 @@ def test_a_number_off_by_the_display_scale_is_a_slip(text: str, unit: str, answe
 )
 def test_no_slip_when_the_number_is_right_wrong_or_has_a_unit(text: str, unit: str, answer: float) -> None:
     assert scale_slip(read_answer(text, unit), unit, answer, Tolerance(rel=0.01)) is None
+
+
+def test_a_typographic_minus_is_a_minus() -> None:
+    assert parse_answer("\u22122.5", "") == -2.5
+
+
+@pytest.mark.filterwarnings("error")  # a SyntaxWarning would print on the learner's terminal
+def test_no_typed_text_crashes_the_reader() -> None:
+    """Whatever is typed, the reader returns a finite value or asks again (AnswerFormatError)."""
+    import random
+
+    rng = random.Random(4)
+    alphabet = "0123456789.,_eE+-*/^()√×x% GiBbKMTkparmstoken\u2212"
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 14)))
+        for unit in ("", "bytes", "GiB", "params", "B", "%", "ms", "FLOPs"):
+            try:
+                value = parse_answer(text, unit)
+            except AnswerFormatError:
+                continue
+            assert isinstance(value, float) and value == value and abs(value) != float("inf"), (text, unit)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import math
 import operator
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -101,7 +102,9 @@ def parse_formula(text: str) -> Formula:
     if not text.strip():
         raise FormulaError("empty formula")
     try:
-        tree = ast.parse(text.strip(), mode="eval")
+        with warnings.catch_warnings():  # "1and 2" warns on stderr before failing; the error says it all
+            warnings.simplefilter("ignore", SyntaxWarning)
+            tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as exc:
         raise FormulaError(f"syntax error at column {exc.offset}: {exc.msg}") from None
     names: set[str] = set()

@@ -299,9 +299,12 @@ def _evaluate_expression(expr: str, raw: str) -> float:
         raise AnswerFormatError(f"couldn't work out {raw!r} ({exc}); try again (e.g. 2^30, 1/4, sqrt(128))") from None
     except (RecursionError, MemoryError):
         raise AnswerFormatError(f"couldn't work out {raw!r}; try a simpler form") from None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise AnswerFormatError(f"couldn't work out {raw!r} as a number; try again")
-    return float(value)
+    try:
+        return float(value)  # 2**4095 is a fine int but no float: too large to be an answer
+    except OverflowError:
+        raise AnswerFormatError(f"{raw!r} is far too large to be the answer; try again") from None
 
 
 def read_answer(text: str, unit: str = "") -> TypedAnswer:
@@ -312,7 +315,7 @@ def read_answer(text: str, unit: str = "") -> TypedAnswer:
     AnswerFormatError with a one-line, learner-facing message: such input is
     asked again, never graded.
     """
-    stripped = text.strip()
+    stripped = text.strip().replace("\u2212", "-")  # a typographic minus (pasted) is a minus
     if not stripped:
         raise AnswerFormatError("type a number (or q to quit)")
     if len(stripped) > MAX_ANSWER_CHARS:
@@ -329,7 +332,10 @@ def read_answer(text: str, unit: str = "") -> TypedAnswer:
         value = _evaluate_expression(expression.group("expr"), stripped)
         typed_unit = (expression.group("unit") or "").strip()
         computed = True
-    return TypedAnswer(stripped, _convert(value, typed_unit, unit), typed_unit, computed)
+    converted = _convert(value, typed_unit, unit)
+    if not math.isfinite(converted):  # 1e400, or 1e308 TB in bytes
+        raise AnswerFormatError(f"{stripped!r} is far too large to be the answer; try again")
+    return TypedAnswer(stripped, converted, typed_unit, computed)
 
 
 def _convert(value: float, typed_unit: str, unit: str) -> float:
