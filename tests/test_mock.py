@@ -422,6 +422,26 @@ def test_unwritable_folder_exits_2(home: Path, bank: Path, tmp_path: Path) -> No
     assert result.exit_code == 2 and "cannot write here" in result.output
 
 
+def test_a_locked_store_is_refused_before_the_first_question(home: Path, bank: Path, tmp_path: Path) -> None:
+    import sqlite3
+
+    Store(home / "progress.db").close()
+    holder = sqlite3.connect(home / "progress.db", isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        started = time.monotonic()
+        result = _cli("--bank", str(bank), "--dir", str(tmp_path / "w"), "--exercise", "attention", input=RIGHT + "\n")
+        waited = time.monotonic() - started
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert result.exit_code == 2, result.output
+    assert "Question" not in result.output and "Mock interview #" not in result.output
+    assert waited < 8  # refused at once, not after the 10 s busy timeout of a write
+    with Store(home / "progress.db") as store:
+        assert store.mocks() == []
+
+
 def test_history_lists_scores_and_trend(home: Path, bank: Path, tmp_path: Path) -> None:
     empty = _cli("--history")
     assert empty.exit_code == 0 and "No mocks yet" in empty.output
@@ -517,6 +537,18 @@ def test_questions_lean_to_weak_topics_and_mix_kinds() -> None:
     assert share > unweighted + 0.1
     three = pick_questions(list(bank.questions), [], 3, random.Random(0))
     assert len({q.kind for q in three}) == 3 and len({q.id for q in three}) == 3
+
+
+def test_cram_answers_do_not_make_a_topic_weak_in_the_mock(tmp_path: Path, bank: Path) -> None:
+    """Weakest topics must rest on the same evidence as `drill stats`: scheduled answers only."""
+    store = Store(tmp_path / "progress.db")
+    for i in range(6):  # a burst of cram misses on alpha, scheduled misses on beta
+        store.record_review(f"alpha-{i % 2}", 1, topic="alpha", source="cram")
+        store.record_review(f"beta-{i % 2}", 1, topic="beta", source="quiz", card_json="{}", due="2099-01-01T00:00:00+00:00")
+    store.close()
+    code, store, out, _ = sit(tmp_path, bank, ["done"], questions=0)  # history alone decides
+    weak = last_report(store)["report"]["weak_topics"]
+    assert "beta" in weak and "alpha" not in weak, (weak, out)
 
 
 def test_report_table_stays_readable_at_80_columns(home: Path, bank: Path, tmp_path: Path) -> None:

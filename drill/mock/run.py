@@ -36,6 +36,7 @@ from drill.paths import exercises_dir
 from drill.quiz.loader import load_bank
 from drill.quiz.schedule import Scheduler
 from drill.quiz.select import Filters, filtered
+from drill.quiz.stats import scheduled_reviews
 from drill.store import Store, StoreUnavailable, default_path, now_iso, open_store
 
 EXIT_ABANDONED = 130
@@ -84,8 +85,11 @@ def run_mock(
     store = store or open_store()
     try:
         _settle_quietly(store)
+        store.probe_write()  # a locked or read-only store is refused before the first question, not after
         rng = random.Random(options.seed)
-        reviews = store.reviews()
+        # Cram answers are practice without scheduling; `drill stats` leaves them out of
+        # "weakest topics" too, so both rank topics on the same evidence.
+        reviews = scheduled_reviews(store.reviews())
         questions = plan.pick_questions(questions_pool, reviews, options.questions, rng)
         exercise = plan.choose_exercise(options.exercise, plan.gradable_exercises(), store.best_results(), rng)
         coding_file = plan.plan_coding_file(options.folder or Path.cwd(), exercise, clock.now())
