@@ -30,43 +30,6 @@ from drill.store import Store, StoreUnavailable
 runner = CliRunner()
 LINUX_PROC = Path("/proc/self/stat").exists() and Path("/proc/sys/kernel/random/boot_id").exists()
 
-BANK = """\
-topic: {topic}
-questions:
-  - id: {topic}-choice-one
-    kind: choice
-    difficulty: easy
-    prompt: "Pick any option ({topic} one)."
-    explanation: "Both are right."
-    options:
-      - {{text: "first", correct: true}}
-      - {{text: "second", correct: true}}
-  - id: {topic}-choice-two
-    kind: choice
-    difficulty: easy
-    prompt: "Pick any option ({topic} two)."
-    explanation: "Both are right."
-    options:
-      - {{text: "first", correct: true}}
-      - {{text: "second", correct: true}}
-"""
-
-
-@pytest.fixture
-def bank(tmp_path: Path) -> Path:
-    folder = tmp_path / "bank"
-    folder.mkdir()
-    for topic in ("alpha", "beta"):
-        (folder / f"{topic}.yaml").write_text(BANK.format(topic=topic))
-    return folder
-
-
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = tmp_path / "home"
-    monkeypatch.setenv("DRILL_HOME", str(path))
-    return path
-
 
 class MockProcess:
     """`drill mock` in a child process, fed through a pipe, its output collected."""

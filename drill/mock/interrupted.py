@@ -34,6 +34,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from drill.mock.report import load_report
 from drill.quiz.schedule import parse_time
 from drill.store import Store, StoreUnavailable
 
@@ -133,7 +134,7 @@ def settle(store: Store, now: datetime) -> list[dict[str, Any]]:
     for mock in mocks:
         if mock.get("status") != "running":
             continue
-        report = _load(mock.get("report_json"))
+        report = load_report(mock.get("report_json"))
         if not is_interrupted(mock, report, now):
             continue
         report = {**report, "status": "interrupted", "score": None}
@@ -146,13 +147,3 @@ def settle(store: Store, now: datetime) -> list[dict[str, Any]]:
     if saved:
         mocks = store.mocks()
     return [unsaved.get(m["id"], m) if m.get("status") == "running" else m for m in mocks]
-
-
-def _load(text: str | None) -> dict[str, Any]:
-    if not text:
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}

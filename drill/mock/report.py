@@ -212,7 +212,7 @@ def render_history(console: Console, mocks: list[dict[str, Any]]) -> None:
     scores: list[float] = []
     statuses = set()
     for mock in mocks:
-        report = _load(mock.get("report_json"))
+        report = load_report(mock.get("report_json"))
         statuses.add(mock["status"])
         concept = _concept_cell(mock["status"], report)
         coding = report.get("coding", {})
@@ -272,7 +272,8 @@ def _concept_cell(status: str, report: dict[str, Any]) -> str:
     return f"{pct:.0f}% of {len(settled)}"
 
 
-def _load(text: str | None) -> dict[str, Any]:
+def load_report(text: str | None) -> dict[str, Any]:
+    """A stored report_json as a dict; {} for a missing or damaged one (history must still list the mock)."""
     if not text:
         return {}
     try:
