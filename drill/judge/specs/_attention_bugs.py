@@ -24,6 +24,10 @@ D = {
         Diagnosis("missing_scale", "Missing 1/sqrt(d_k) scaling",
                   "Without the scale the logits grow with d_k, so the softmax saturates towards one-hot.",
                   "Multiply q @ k^T by 1/math.sqrt(q.shape[-1]) before the softmax."),
+        Diagnosis("scale_after_softmax", "Scale applied after the softmax",
+                  "The 1/sqrt(d_k) is applied to the probabilities, not the logits: the softmax sees unscaled "
+                  "q.k (too peaked), and the weights then sum to 1/sqrt(d_k) instead of 1, shrinking every output.",
+                  "Scale the scores before the softmax: softmax((q @ k^T) / math.sqrt(d_k)) @ v; nothing after it."),
         Diagnosis("wrong_scale", "Wrong scaling factor",
                   "The logits are scaled by something other than 1/sqrt(d_k) (e.g. 1/d_k, 1/sqrt(d_v) or 1/sqrt(d_model)).",
                   "Scale by 1/sqrt(d_k), where d_k is the last dim of q (the per-head size)."),
@@ -120,6 +124,11 @@ def _scale(factor):
     return fn
 
 
+def _scale_after(q, k, v, mask, dtype):
+    """softmax(unscaled logits) / sqrt(d_k) @ v: the same as dividing the output, as p @ v is linear in p."""
+    return _guard(attend(q, k, v, mask, scale=1.0) / math.sqrt(q.shape[-1]), mask)
+
+
 def _axis(dim):
     """Softmax over another axis; dim="implicit" is F.softmax without dim (PyTorch's legacy rule)."""
 
@@ -204,6 +213,7 @@ def _fitted_scale(case_args, got):
 
 ATTENTION_VARIANTS = [
     ("missing_scale", "no scaling", _scale(lambda dk, dv: 1.0)),
+    ("scale_after_softmax", "probabilities divided by sqrt(d_k) after an unscaled softmax", _scale_after),
     ("wrong_scale", "divided by d_k", _scale(lambda dk, dv: 1.0 / dk)),
     ("wrong_scale", "multiplied by sqrt(d_k)", _scale(lambda dk, dv: math.sqrt(dk))),
     ("wrong_scale", "scaled by 1/sqrt(d_v)", _scale(lambda dk, dv: None if dk == dv else 1.0 / math.sqrt(dv))),

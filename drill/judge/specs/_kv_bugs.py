@@ -63,6 +63,7 @@ def replay(
     unrotated: str | None = None,
     rope_v: bool = False,
     scale: float | None = None,
+    scale_after: bool = False,
 ) -> Tensor:
     """The chain case's chosen output as the buggy code computes it (fp32).
 
@@ -71,6 +72,7 @@ def replay(
     unrotated: None (correct), "append" (raw keys appended to the cache, this call
     attends with its rotated keys, the past is read as rotated) or "rerotate"
     (raw keys cached, the whole cache rotated at 0..T_total-1 on every call).
+    scale_after: unscaled softmax, probabilities divided by sqrt(d_head) (= the attention output divided).
     """
     from drill.reference.attention import sdpa
 
@@ -106,7 +108,10 @@ def replay(
             mask = None
         else:
             mask = torch.ones(n, t_total, dtype=torch.bool).tril(diagonal=t_total - n)
-        o = sdpa(q, k_att, v_all, mask, scale=scale, impl="math")
+        if scale_after:
+            o = sdpa(q, k_att, v_all, mask, scale=1.0, impl="math") / q.shape[-1] ** 0.5
+        else:
+            o = sdpa(q, k_att, v_all, mask, scale=scale, impl="math")
         outs.append(F.linear(o.transpose(1, 2).reshape(o.shape[0], n, -1), wo))
         past = (cache_k, v_all)
         start += n
@@ -126,3 +131,7 @@ KV_VARIANTS = [
 
 def missing_scale(case: Case) -> Tensor:
     return replay(case, scale=1.0)
+
+
+def scale_after_softmax(case: Case) -> Tensor:
+    return replay(case, scale_after=True)

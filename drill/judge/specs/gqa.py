@@ -46,7 +46,7 @@ GD = {
 }
 
 # The attention-level mistakes that make sense for causal self-attention (no user mask to invert or fully block).
-APPLICABLE = ("missing_scale", "wrong_scale", "softmax_wrong_axis", "mask_fill_zero", "mask_after_softmax", "no_max_subtraction")
+APPLICABLE = ("missing_scale", "scale_after_softmax", "wrong_scale", "softmax_wrong_axis", "mask_fill_zero", "mask_after_softmax", "no_max_subtraction")
 
 
 def _case(d: Draw, name: str, B: int, T: int, h: int, h_kv: int, dh: int, *, dtype="float32", grads=False, scale=1.0) -> Case:

@@ -30,7 +30,7 @@ import torch
 from drill.judge.spec import FORBIDDEN_ATTENTION, FORBIDDEN_ATTENTION_CLASSES, Bug, Case, Spec
 from drill.judge.specs._attention_bugs import D as AD
 from drill.judge.specs._common import DTYPES, TOLERANCES, Draw, reference_with_grads
-from drill.judge.specs._kv_bugs import KD, KV_VARIANTS, missing_scale, replay
+from drill.judge.specs._kv_bugs import KD, KV_VARIANTS, missing_scale, replay, scale_after_softmax
 
 TARGET = "CachedSelfAttention"
 KIND_CHAIN = "chain"
@@ -141,7 +141,10 @@ SPEC = Spec(
     reference=reference,
     tolerances=TOLERANCES,
     bugs=tuple(Bug(KD[i], _bug(knobs), label) for i, label, knobs in KV_VARIANTS)
-    + (Bug(AD["missing_scale"], missing_scale, "no 1/sqrt(d_head) scaling"),),
+    + (
+        Bug(AD["missing_scale"], missing_scale, "no 1/sqrt(d_head) scaling"),
+        Bug(AD["scale_after_softmax"], scale_after_softmax, "probabilities divided by sqrt(d_head) after the softmax"),
+    ),
     exception_bugs=(("without overflow", AD["fp16_fill_overflow"]),),
     forbidden=FORBIDDEN_ATTENTION,
     forbidden_classes=FORBIDDEN_ATTENTION_CLASSES,
