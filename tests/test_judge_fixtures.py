@@ -89,6 +89,23 @@ def test_two_bug_files_mostly_get_a_partial_name(graded: dict[Path, object]) -> 
     assert relu.diagnosis.id in ("swiglu_wrong_activation", "ffn_hidden_rounding") and relu.diagnosis_partial
 
 
+# One wrong factor made of a size that is 1 on some test (T_q = 1, n_heads = 1): a single
+# mistake, named with its factor, never "more than one mistake".
+NAMED_FACTOR = {
+    "attention/bug_wrong_scale__inv_sqrt_tq_einsum.py": "scaled by 1/sqrt(T_q)",
+    "attention/bug_wrong_scale__inv_sqrt_tq_size.py": "scaled by 1/sqrt(T_q)",
+    "mha/bug_wrong_scale__inv_sqrt_n_heads.py": "scaled by 1/sqrt(n_heads)",
+    "gqa/bug_wrong_scale__inv_sqrt_seq_len.py": "scaled by 1/sqrt(T)",
+}
+
+
+@pytest.mark.parametrize("name", sorted(NAMED_FACTOR))
+def test_a_wrong_factor_is_one_mistake_named_with_its_factor(name: str, graded: dict[Path, object]) -> None:
+    result = graded[ROOT / name]
+    assert result.diagnosis.id == "wrong_scale" and not result.diagnosis_partial, result.diagnosis_detail
+    assert f"({NAMED_FACTOR[name]})" in result.diagnosis_detail
+
+
 def test_starter_files_fail_not_implemented() -> None:
     with ChildPool() as pool:
         for name in registry.SPECS:

@@ -11,12 +11,13 @@ those elements are returned in the `unknown` mask and left out of matching.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from drill.judge.spec import Diagnosis
+from drill.judge.spec import Bug, Case, Diagnosis
 
 D = {
     d.id: d
@@ -186,6 +187,46 @@ def shape_scales(*sizes: int) -> list[float]:
     for n in sorted({int(n) for n in sizes if int(n) > 1}):
         out += [1.0 / math.sqrt(n), 1.0 / n, math.sqrt(n), float(n)]
     return out
+
+
+# How a size n becomes a scale factor in the usual slips: n**-0.5, 1/n, sqrt(n), n.
+POWERS: tuple[tuple[str, Callable[[int], float]], ...] = (
+    ("1/sqrt({})", lambda n: n**-0.5),
+    ("1/{}", lambda n: 1.0 / n),
+    ("sqrt({})", lambda n: math.sqrt(n)),
+    ("{}", lambda n: float(n)),
+)
+
+
+def named_scales(
+    sizes: dict[str, Callable[[Case], int | None]],
+    variant: Callable[[Case, float], Any],
+    skip: set[str] = frozenset(),
+) -> list[Bug]:
+    """`wrong_scale` Bugs, one per factor made of one *named* size (1/sqrt(T_q), 1/n_heads, sqrt(d_model), ...).
+
+    Unlike the per-case fit (`fit=True`), one such Bug uses the same
+    expression on every case, so it is scored like any fixed variant and the
+    verdict names the factor. That also covers the cases where the size is 1:
+    there the learner's factor is 1 and the output equals `missing_scale`'s,
+    which the per-case fit (built from sizes > 1) cannot reproduce, so a single
+    mistake used to be reported as two. `sizes` maps a name to the size on a
+    case (None: not defined there, the variant is skipped); `skip` holds labels
+    (e.g. "1/sqrt(d_k)", the correct factor) that must not be generated.
+    """
+    bugs = []
+    for name, size in sizes.items():
+        for form, power in POWERS:
+            label = form.format(name)
+            if label in skip:
+                continue
+
+            def fn(case: Case, size=size, power=power) -> Any:
+                n = size(case)
+                return None if n is None else variant(case, power(int(n)))
+
+            bugs.append(Bug(D["wrong_scale"], fn, f"scaled by {label}"))
+    return bugs
 
 
 def closest(got: Tensor, outputs: list[Any]) -> Any:

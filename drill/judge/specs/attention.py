@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 
 from drill.judge.spec import FORBIDDEN_ATTENTION, FORBIDDEN_ATTENTION_CLASSES, Bug, Case, Spec
-from drill.judge.specs._attention_bugs import ATTENTION_VARIANTS, D, _fitted_scale
+from drill.judge.specs._attention_bugs import ATTENTION_VARIANTS, D, _fitted_scale, _guard, attend, named_scales
 from drill.judge.specs._common import TOLERANCES, Draw, reference_with_grads
 
 TARGET = "scaled_dot_product_attention"
@@ -186,6 +186,23 @@ def _fit_scale(case: Case, got):
     return _fitted_scale((a["q"].float(), a["k"].float(), a["v"].float(), a.get("mask"), a["q"].dtype), got)
 
 
+def _scaled(case: Case, scale: float):
+    a = case.args
+    return _guard(attend(a["q"].float(), a["k"].float(), a["v"].float(), a.get("mask"), scale=scale), a.get("mask"))
+
+
+# Sizes a scale may wrongly be taken from (d_k's own slips are fixed ATTENTION_VARIANTS);
+# q.shape[0]/[1] are what code written for one rank reads on another.
+_SIZES = {
+    "d_k": lambda c: c.args["q"].shape[-1],
+    "d_v": lambda c: c.args["v"].shape[-1],
+    "T_q": lambda c: c.args["q"].shape[-2],
+    "T_k": lambda c: c.args["k"].shape[-2],
+    "q.shape[0]": lambda c: c.args["q"].shape[0],
+    "q.shape[1]": lambda c: c.args["q"].shape[1],
+}
+NAMED_SCALES = named_scales(_SIZES, _scaled, skip={"1/sqrt(d_k)", "1/d_k", "sqrt(d_k)", "1/sqrt(d_v)"})
+
 SPEC = Spec(
     name="attention",
     graded=(TARGET,),
@@ -193,6 +210,7 @@ SPEC = Spec(
     reference=reference,
     tolerances=TOLERANCES,
     bugs=tuple(Bug(D[bug_id], _variant(fn), label) for bug_id, label, fn in ATTENTION_VARIANTS)
+    + tuple(NAMED_SCALES)
     + (Bug(D["wrong_scale"], _fit_scale, "another factor made of the input sizes", fit=True),),
     exception_bugs=(("without overflow", D["fp16_fill_overflow"]),),
     forbidden=FORBIDDEN_ATTENTION,

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from drill.judge.spec import FORBIDDEN_ATTENTION, FORBIDDEN_ATTENTION_CLASSES, KIND_MODULE, Bug, Case, Diagnosis, Spec
-from drill.judge.specs._attention_bugs import ATTENTION_VARIANTS, D, attend, closest, shape_scales
+from drill.judge.specs._attention_bugs import ATTENTION_VARIANTS, D, attend, closest, named_scales, shape_scales
 from drill.judge.specs._common import DTYPES, TOLERANCES, Draw, reference_with_grads
 
 TARGET = "GroupedQueryAttention"
@@ -157,11 +157,22 @@ def _fit_scale(case: Case, got):
     return closest(got, [gqa_variant(case, scale=c) for c in scales])
 
 
+_SIZES = {
+    "d_head": lambda c: c.args["x"].shape[-1] // c.ctx["n_heads"],
+    "d_model": lambda c: c.args["x"].shape[-1],
+    "n_heads": lambda c: c.ctx["n_heads"],
+    "n_kv_heads": lambda c: c.ctx["n_kv_heads"],
+    "T": lambda c: c.args["x"].shape[1],
+    "B": lambda c: c.args["x"].shape[0],
+}
+# d_head's 1/d and sqrt slips come from the shared ATTENTION_VARIANTS (d_k is d_head per head).
+NAMED_SCALES = named_scales(_SIZES, lambda c, s: gqa_variant(c, scale=s), skip={"1/sqrt(d_head)", "1/d_head", "sqrt(d_head)"})
+
 BUGS = [
     Bug(GD["gqa_tiled_kv"], lambda c: gqa_variant(c, tiled=True), "head h reads kv head h % n_kv_heads"),
     Bug(GD["gqa_not_causal"], lambda c: gqa_variant(c, mask="none"), "no mask"),
     Bug(GD["gqa_diagonal_masked"], lambda c: gqa_variant(c, mask="strict"), "strictly-lower mask"),
-    Bug(D["wrong_scale"], lambda c: gqa_variant(c, scale=1.0 / math.sqrt(c.args["x"].shape[-1])), "scaled by 1/sqrt(d_model)"),
+    *NAMED_SCALES,
     Bug(D["wrong_scale"], _fit_scale, "another factor made of the sizes", fit=True),
 ] + [Bug(D[i], (lambda fn: lambda c: gqa_variant(c, core=fn))(fn), label) for i, label, fn in ATTENTION_VARIANTS if i in APPLICABLE]
 

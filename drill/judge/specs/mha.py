@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from drill.judge.spec import FORBIDDEN_ATTENTION, FORBIDDEN_ATTENTION_CLASSES, KIND_MODULE, Bug, Case, Diagnosis, Spec
-from drill.judge.specs._attention_bugs import ATTENTION_VARIANTS, D, attend, closest, shape_scales
+from drill.judge.specs._attention_bugs import ATTENTION_VARIANTS, D, attend, closest, named_scales, shape_scales
 from drill.judge.specs._common import DTYPES, TOLERANCES, Draw, reference_with_grads
 
 TARGET = "MultiHeadAttention"
@@ -191,13 +191,23 @@ def _fit_scale(case: Case, got):
     return closest(got, [mha_variant(case, scale=c) for c in scales])
 
 
+_SIZES = {
+    "d_head": lambda c: c.args["x"].shape[-1] // c.ctx["n_heads"],
+    "d_model": lambda c: c.args["x"].shape[-1],
+    "n_heads": lambda c: c.ctx["n_heads"],
+    "T": lambda c: c.args["x"].shape[1],
+    "B": lambda c: c.args["x"].shape[0],
+}
+# d_head's 1/d and sqrt slips come from the shared ATTENTION_VARIANTS (d_k is d_head per head).
+NAMED_SCALES = named_scales(_SIZES, lambda c, s: mha_variant(c, scale=s), skip={"1/sqrt(d_head)", "1/d_head", "sqrt(d_head)"})
+
 BUGS = [Bug(D[i], _core_bug(fn), label) for i, label, fn in ATTENTION_VARIANTS] + [
-    Bug(D["wrong_scale"], lambda c: mha_variant(c, scale=1.0 / math.sqrt(c.args["x"].shape[-1])), "scaled by 1/sqrt(d_model)"),
     Bug(MHA_D["split_heads_no_transpose"], lambda c: mha_variant(c, split_ok=False, merge_ok=False), "view without transpose, both ways"),
     Bug(MHA_D["split_heads_no_transpose"], lambda c: mha_variant(c, split_ok=False), "view without transpose"),
     Bug(MHA_D["merge_heads_no_transpose"], lambda c: mha_variant(c, merge_ok=False), "reshape without transpose"),
     Bug(MHA_D["missing_output_projection"], lambda c: mha_variant(c, out_proj=False), "no o_proj"),
     Bug(MHA_D["mask_heads_collapsed"], lambda c: mha_variant(c, head0_mask=True), "head 0's mask for every head"),
+    *NAMED_SCALES,
     Bug(D["wrong_scale"], _fit_scale, "another factor made of the sizes", fit=True),
 ]
 
