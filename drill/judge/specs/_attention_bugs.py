@@ -53,6 +53,13 @@ D = {
         Diagnosis("no_max_subtraction", "Softmax without subtracting the row max",
                   "exp() of a large logit overflows (exp(89) in fp32, exp(12) in fp16), giving inf/inf = NaN.",
                   "Subtract scores.amax(-1, keepdim=True) before exp, or use torch.softmax."),
+        # A head-layout mistake of the module exercises (mha, gqa, kv_cache), kept here so all three share it.
+        Diagnosis("heads_strided_split", "Heads split on the wrong axis (strided)",
+                  "Head h must read the contiguous feature slice [h*d_head, (h+1)*d_head) of each projection; viewing "
+                  "(B, T, d_model) as (B, T, d_head, n_heads) makes head h read every n_heads-th feature (h, h+n_heads, ...). "
+                  "Merging back the same way does not undo it: o_proj's columns are laid out by contiguous head slices.",
+                  "Split with t.view(B, T, n_heads, d_head).transpose(1, 2) (heads before d_head) and merge with "
+                  "out.transpose(1, 2).reshape(B, T, n_heads * d_head)."),
         Diagnosis("mask_shape_assumed", "Mask assumed to have one particular shape",
                   "A mask may be any bool tensor that broadcasts to the scores (..., T_q, T_k): a 1-D (T_k,) key mask, "
                   "(T_q, T_k) with 3-D inputs, (T_q, 1), (B, 1, 1, T_k), one mask per head. Your code works on the other "
@@ -100,6 +107,22 @@ def attend(
     if allowed is not None and fill == "after":
         p = p * allowed
     return p @ v
+
+
+def split_heads(t: Tensor, heads: int, strided: bool = False) -> Tensor:
+    """(B, T, heads * d) -> (B, heads, T, d); strided: head h gets features h, h + heads, ... (the mistake)."""
+    b, n, f = t.shape
+    if strided:
+        return t.view(b, n, f // heads, heads).permute(0, 3, 1, 2)
+    return t.view(b, n, heads, f // heads).transpose(1, 2)
+
+
+def merge_heads(o: Tensor, strided: bool = False) -> Tensor:
+    """(B, heads, T, d) -> (B, T, heads * d), the inverse of `split_heads` with the same `strided`."""
+    b, h, n, d = o.shape
+    if strided:
+        return o.permute(0, 2, 3, 1).reshape(b, n, h * d)
+    return o.transpose(1, 2).reshape(b, n, h * d)
 
 
 def rows_unknown(mask: Tensor | None, out: Tensor) -> Tensor:

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from drill.judge.spec import Case, Diagnosis
+from drill.judge.specs._attention_bugs import merge_heads, split_heads
 
 KD = {
     d.id: d
@@ -49,9 +50,6 @@ def _rope(t: Tensor, positions: Tensor, base: float) -> Tensor:
     return apply_rope(t, positions, base, "half", impl="math")
 
 
-def _split(t: Tensor, heads: int) -> Tensor:
-    b, n, f = t.shape
-    return t.view(b, n, heads, f // heads).transpose(1, 2)
 
 
 def replay(
@@ -64,6 +62,7 @@ def replay(
     rope_v: bool = False,
     scale: float | None = None,
     scale_after: bool = False,
+    strided: bool = False,
 ) -> Tensor:
     """The chain case's chosen output as the buggy code computes it (fp32).
 
@@ -73,6 +72,7 @@ def replay(
     attends with its rotated keys, the past is read as rotated) or "rerotate"
     (raw keys cached, the whole cache rotated at 0..T_total-1 on every call).
     scale_after: unscaled softmax, probabilities divided by sqrt(d_head) (= the attention output divided).
+    strided: heads split (and merged) as (d_head, heads): head h reads every heads-th feature.
     """
     from drill.reference.attention import sdpa
 
@@ -84,7 +84,7 @@ def replay(
     outs, start = [], 0
     for n in extra["calls"]:
         xc = x[:, start : start + n]
-        q, k, v = _split(F.linear(xc, wq), h), _split(F.linear(xc, wk), h_kv), _split(F.linear(xc, wv), h_kv)
+        q, k, v = (split_heads(F.linear(xc, w), n_h, strided) for w, n_h in ((wq, h), (wk, h_kv), (wv, h_kv)))
         t_past = 0 if past is None else past[0].shape[2]
         pos = torch.arange(n) if restart else torch.arange(t_past, t_past + n)
         q, k_rot = _rope(q, pos, base), _rope(k, pos, base)
@@ -112,7 +112,7 @@ def replay(
             o = sdpa(q, k_att, v_all, mask, scale=1.0, impl="math") / q.shape[-1] ** 0.5
         else:
             o = sdpa(q, k_att, v_all, mask, scale=scale, impl="math")
-        outs.append(F.linear(o.transpose(1, 2).reshape(o.shape[0], n, -1), wo))
+        outs.append(F.linear(merge_heads(o, strided), wo))
         past = (cache_k, v_all)
         start += n
     return {"out": torch.cat(outs, dim=1), "k": past[0], "v": past[1]}[extra["returns"]]
@@ -135,3 +135,7 @@ def missing_scale(case: Case) -> Tensor:
 
 def scale_after_softmax(case: Case) -> Tensor:
     return replay(case, scale_after=True)
+
+
+def heads_strided(case: Case) -> Tensor:
+    return replay(case, strided=True)

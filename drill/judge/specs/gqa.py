@@ -22,7 +22,16 @@ import torch
 import torch.nn.functional as F
 
 from drill.judge.spec import FORBIDDEN_ATTENTION, FORBIDDEN_ATTENTION_CLASSES, KIND_MODULE, Bug, Case, Diagnosis, Spec
-from drill.judge.specs._attention_bugs import ATTENTION_VARIANTS, D, attend, closest, named_scales, shape_scales
+from drill.judge.specs._attention_bugs import (
+    ATTENTION_VARIANTS,
+    D,
+    attend,
+    closest,
+    merge_heads,
+    named_scales,
+    shape_scales,
+    split_heads,
+)
 from drill.judge.specs._common import DTYPES, TOLERANCES, Draw, reference_with_grads
 
 TARGET = "GroupedQueryAttention"
@@ -104,23 +113,20 @@ def reference(case: Case):
     )
 
 
-def _split(t: torch.Tensor, heads: int) -> torch.Tensor:
-    b, n, f = t.shape
-    return t.view(b, n, heads, f // heads).transpose(1, 2)
-
-
-def gqa_variant(case: Case, *, tiled=False, mask="causal", core=None, scale=None):
+def gqa_variant(case: Case, *, tiled=False, mask="causal", core=None, scale=None, strided_split=False, strided_merge=False):
     """GQA recomputed (fp32) with one mistake; returns (output, unknown) like the attention variants.
 
     mask: "causal", "none" or "strict" (diagonal blocked too: row 0 has no key,
     its value depends on the fill and is left out of matching).
+    strided_split / strided_merge: heads read every n-th feature (see `split_heads`).
     """
     x = case.args["x"].float()
     wq, wk, wv, wo = _weights(case)
     h, h_kv = case.ctx["n_heads"], case.ctx["n_kv_heads"]
     B, T, _ = x.shape
     g = h // h_kv
-    q, k, v = _split(F.linear(x, wq), h), _split(F.linear(x, wk), h_kv), _split(F.linear(x, wv), h_kv)
+    ss = strided_split
+    q, k, v = split_heads(F.linear(x, wq), h, ss), split_heads(F.linear(x, wk), h_kv, ss), split_heads(F.linear(x, wv), h_kv, ss)
     if tiled:
         if g == 1 or h_kv == 1:
             return None
@@ -141,7 +147,7 @@ def gqa_variant(case: Case, *, tiled=False, mask="causal", core=None, scale=None
             return None
         o, unknown = produced if isinstance(produced, tuple) else (produced, None)
         unknown_rows = None if unknown is None else unknown.reshape(B, h, T, -1).any(dim=-1).any(dim=1).any(dim=0)
-    out = F.linear(o.transpose(1, 2).reshape(B, T, h * o.shape[-1]), wo)
+    out = F.linear(merge_heads(o, strided_merge), wo)
     unknown_out = torch.zeros(out.shape, dtype=torch.bool)
     if unknown_rows is not None:
         unknown_out[:, unknown_rows] = True
@@ -172,6 +178,9 @@ BUGS = [
     Bug(GD["gqa_tiled_kv"], lambda c: gqa_variant(c, tiled=True), "head h reads kv head h % n_kv_heads"),
     Bug(GD["gqa_not_causal"], lambda c: gqa_variant(c, mask="none"), "no mask"),
     Bug(GD["gqa_diagonal_masked"], lambda c: gqa_variant(c, mask="strict"), "strictly-lower mask"),
+    Bug(D["heads_strided_split"], lambda c: gqa_variant(c, strided_split=True, strided_merge=True),
+        "view(B, T, d_head, heads) to split, the same layout to merge"),
+    Bug(D["heads_strided_split"], lambda c: gqa_variant(c, strided_split=True), "view(B, T, d_head, heads) to split"),
     *NAMED_SCALES,
     Bug(D["wrong_scale"], _fit_scale, "another factor made of the sizes", fit=True),
 ] + [Bug(D[i], (lambda fn: lambda c: gqa_variant(c, core=fn))(fn), label) for i, label, fn in ATTENTION_VARIANTS if i in APPLICABLE]

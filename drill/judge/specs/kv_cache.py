@@ -30,7 +30,7 @@ import torch
 from drill.judge.spec import FORBIDDEN_ATTENTION, FORBIDDEN_ATTENTION_CLASSES, Bug, Case, Spec
 from drill.judge.specs._attention_bugs import D as AD
 from drill.judge.specs._common import DTYPES, TOLERANCES, Draw, reference_with_grads
-from drill.judge.specs._kv_bugs import KD, KV_VARIANTS, missing_scale, replay, scale_after_softmax
+from drill.judge.specs._kv_bugs import KD, KV_VARIANTS, heads_strided, missing_scale, replay, scale_after_softmax
 
 TARGET = "CachedSelfAttention"
 KIND_CHAIN = "chain"
@@ -144,6 +144,7 @@ SPEC = Spec(
     + (
         Bug(AD["missing_scale"], missing_scale, "no 1/sqrt(d_head) scaling"),
         Bug(AD["scale_after_softmax"], scale_after_softmax, "probabilities divided by sqrt(d_head) after the softmax"),
+        Bug(AD["heads_strided_split"], heads_strided, "view(B, T, d_head, heads) to split, the same layout to merge"),
     ),
     exception_bugs=(("without overflow", AD["fp16_fill_overflow"]),),
     forbidden=FORBIDDEN_ATTENTION,

@@ -16,7 +16,16 @@ import torch
 import torch.nn.functional as F
 
 from drill.judge.spec import FORBIDDEN_ATTENTION, FORBIDDEN_ATTENTION_CLASSES, KIND_MODULE, Bug, Case, Diagnosis, Spec
-from drill.judge.specs._attention_bugs import ATTENTION_VARIANTS, D, attend, closest, named_scales, shape_scales
+from drill.judge.specs._attention_bugs import (
+    ATTENTION_VARIANTS,
+    D,
+    attend,
+    closest,
+    merge_heads,
+    named_scales,
+    shape_scales,
+    split_heads,
+)
 from drill.judge.specs._common import DTYPES, TOLERANCES, Draw, reference_with_grads
 
 TARGET = "MultiHeadAttention"
@@ -144,7 +153,10 @@ def reference(case: Case):
     )
 
 
-def mha_variant(case: Case, *, core=None, split_ok=True, merge_ok=True, out_proj=True, scale=None, head0_mask=False):
+def mha_variant(
+    case: Case, *, core=None, split_ok=True, merge_ok=True, out_proj=True, scale=None, head0_mask=False,
+    strided_split=False, strided_merge=False,
+):
     """MHA recomputed with one mistake; returns (output, unknown) in fp32, or None if the mistake cannot show."""
     x = case.args["x"].float()
     mask = case.args.get("mask")
@@ -157,8 +169,14 @@ def mha_variant(case: Case, *, core=None, split_ok=True, merge_ok=True, out_proj
     H = case.ctx["n_heads"]
     dh = dm // H
 
+    if (strided_split or strided_merge) and H == 1:
+        return None  # one head: strided and contiguous are the same slice
+
     def split(t):
-        return t.view(B, T, H, dh).transpose(1, 2) if split_ok else t.reshape(B, H, T, dh)
+        return split_heads(t, H, strided_split) if split_ok else t.reshape(B, H, T, dh)
+
+    def merge(t):
+        return merge_heads(t, strided_merge) if merge_ok else t.reshape(B, T, dm)
 
     q, k, v = split(F.linear(x, wq)), split(F.linear(x, wk)), split(F.linear(x, wv))
     unknown = None
@@ -171,11 +189,10 @@ def mha_variant(case: Case, *, core=None, split_ok=True, merge_ok=True, out_proj
         if produced is None:
             return None
         o, unknown = produced if isinstance(produced, tuple) else (produced, None)
-    merged = o.transpose(1, 2).reshape(B, T, dm) if merge_ok else o.reshape(B, T, dm)
+    merged = merge(o)
     out = F.linear(merged, wo) if out_proj else merged
     if unknown is not None:
-        u = unknown.transpose(1, 2).reshape(B, T, dm) if merge_ok else unknown.reshape(B, T, dm)
-        unknown = u.any(dim=-1, keepdim=True).expand(B, T, dm)
+        unknown = merge(unknown).any(dim=-1, keepdim=True).expand(B, T, dm)
     return out, unknown
 
 
@@ -205,6 +222,9 @@ BUGS = [Bug(D[i], _core_bug(fn), label) for i, label, fn in ATTENTION_VARIANTS] 
     Bug(MHA_D["split_heads_no_transpose"], lambda c: mha_variant(c, split_ok=False, merge_ok=False), "view without transpose, both ways"),
     Bug(MHA_D["split_heads_no_transpose"], lambda c: mha_variant(c, split_ok=False), "view without transpose"),
     Bug(MHA_D["merge_heads_no_transpose"], lambda c: mha_variant(c, merge_ok=False), "reshape without transpose"),
+    Bug(D["heads_strided_split"], lambda c: mha_variant(c, strided_split=True, strided_merge=True),
+        "view(B, T, d_head, n_heads) to split, the same layout to merge"),
+    Bug(D["heads_strided_split"], lambda c: mha_variant(c, strided_split=True), "view(B, T, d_head, n_heads) to split"),
     Bug(MHA_D["missing_output_projection"], lambda c: mha_variant(c, out_proj=False), "no o_proj"),
     Bug(MHA_D["mask_heads_collapsed"], lambda c: mha_variant(c, head0_mask=True), "head 0's mask for every head"),
     *NAMED_SCALES,
