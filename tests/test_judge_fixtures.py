@@ -106,6 +106,12 @@ def test_a_wrong_factor_is_one_mistake_named_with_its_factor(name: str, graded: 
     assert f"({NAMED_FACTOR[name]})" in result.diagnosis_detail
 
 
+def test_a_wrong_cache_dtype_is_reported_as_the_cache(graded: dict[Path, object]) -> None:
+    result = graded[ROOT / "kv_cache" / "bug_wrong_dtype__cache_kept_fp32.py"]
+    assert result.diagnosis.id == "wrong_dtype"
+    assert result.diagnosis_detail.startswith("returned key cache has dtype float32, expected "), result.diagnosis_detail
+
+
 def test_starter_files_fail_not_implemented() -> None:
     with ChildPool() as pool:
         for name in registry.SPECS:

@@ -36,9 +36,12 @@ def test_splits_cover_every_way_of_calling(seed: int) -> None:
     assert {(c.ctx["n_heads"] == c.ctx["n_kv_heads"], c.ctx["n_kv_heads"] == 1) for c in cases} >= {
         (True, False), (False, True), (False, False)}
     assert {c.ctx["dtype"] for c in cases} == {"float32", "bfloat16", "float16"}
-    half = [c for c in cases if c.ctx["dtype"] == "float16"]  # module, cache and every returned tensor in fp16
-    assert {c.extra["returns"] for c in half} == {"out", "k", "v"}
-    assert all(c.module_dtype is torch.float16 and c.out_dtype is torch.float16 for c in half)
+    for dtype in (torch.float16, torch.bfloat16):  # module, cache and every returned tensor in the half dtype
+        half = [c for c in cases if c.ctx["dtype"] == str(dtype).replace("torch.", "")]
+        assert {c.extra["returns"] for c in half} == {"out", "k", "v"}, dtype
+        assert all(c.module_dtype is dtype and c.out_dtype is dtype for c in half), dtype
+    # a failure message names the tensor compared, not "output" for a returned cache
+    assert {c.ctx["what"] for c in cases} == {"output", "returned key cache", "returned value cache"}
     assert {c.ctx["base"] for c in cases} >= {10000.0, 500000.0}
 
 

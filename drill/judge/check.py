@@ -300,7 +300,9 @@ def _grade(result: Result, spec: Any, cases: list, child: Any, outcome: Any, str
             if case.derive is not None:  # a property check compares a quantity derived from the output
                 got = case.derive(got)
             ev.got = got
-            ev.forward = compare(got, case.expected, tol_of(case), care=case.care, dtype=case.out_dtype)
+            ev.forward = compare(
+                got, case.expected, tol_of(case), care=case.care, dtype=case.out_dtype, what=case.ctx.get("what", "output")
+            )
             if ev.forward.ok and case.wants_grads:
                 flag = saved.get("__grad_error__")
                 grad_msg = next((e.get("message") for e in events if e.get("event") == "grad_error" and e.get("case") == i), None)

@@ -15,8 +15,8 @@ does inside. The splits are chosen to reveal the known mistakes:
   keys: code that stores raw keys and re-rotates them fails here);
 - the returned cache itself: rotated keys and values, in order.
 Configs cover MHA (n_kv = n_heads), MQA (n_kv = 1) and real GQA, bases
-10000 and 500000, fp32, bf16 and fp16 (the fp16 chain checks the dtype of the
-outputs and of the returned cache, and catches a mask fill that overflows). One chained fp32 case also compares the
+10000 and 500000, fp32, bf16 and fp16 (the bf16 and fp16 chains check the dtype
+of the outputs and of the returned cache; fp16 catches a mask fill that overflows). One chained fp32 case also compares the
 gradients of x and of the four weights (they flow through the cache).
 
 The work audit (decode-step FLOPs against the cache length, rows fed to the
@@ -36,6 +36,8 @@ TARGET = "CachedSelfAttention"
 KIND_CHAIN = "chain"
 PROJ = ("q_proj", "k_proj", "v_proj", "o_proj")
 WHAT = {"out": "outputs", "k": "returned cache keys", "v": "returned cache values"}
+# How a failure message names the tensor compared (ctx["what"]; compare's default is "output").
+NOUN = {"out": "output", "k": "returned key cache", "v": "returned value cache"}
 LABEL = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
 
 
@@ -84,7 +86,7 @@ def _scenario(
                 grad_params=with_grads,
                 upstream=d.normal(batch, sum(calls), d_model) if with_grads else None,
                 extra={"calls": list(calls), "returns": what, "past": bool(past_len)},
-                ctx={"dtype": dtype, "n_heads": h, "n_kv_heads": h_kv, "base": float(base)},
+                ctx={"dtype": dtype, "n_heads": h, "n_kv_heads": h_kv, "base": float(base), "what": NOUN[what]},
             )
         )
     return cases
@@ -105,7 +107,9 @@ def make_cases(seed: int) -> list[Case]:
     cases += _scenario(d, "MQA, chunks", h=4, h_kv=1, dh=16, calls=[d.int(2, 4), 2, 1, 3], returns=("out", "k"))
     cases += _scenario(d, "continuing a reference-built cache", h=4, h_kv=2, dh=8, calls=[d.int(2, 4), 1, 2],
                        past_len=d.int(3, 7), returns=("out", "k", "v"))
-    cases += _scenario(d, "prompt then tokens", h=4, h_kv=2, dh=16, calls=[d.int(3, 5), 1, 1, 2], dtype="bfloat16")
+    # The bf16 cache is checked like the fp16 one below (dtype and values); the extra cases draw nothing.
+    cases += _scenario(d, "prompt then tokens", h=4, h_kv=2, dh=16, calls=[d.int(3, 5), 1, 1, 2], dtype="bfloat16",
+                       returns=("out", "k", "v"))
     # Drawn last so the cases above are unchanged for a given seed. fp16 is where a -1e9 or
     # finfo(float32).min mask fill overflows, and where the cache must stay in the input dtype.
     cases += _scenario(d, "prompt, a chunk, then tokens", h=4, h_kv=2, dh=16, calls=[d.int(3, 5), 2, 1, 1],
