@@ -27,7 +27,7 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def mock(
         minutes: Annotated[float, typer.Option("--minutes", "-m", help="Length of the mock in minutes (at most 1440).")] = 45.0,
-        topics: Annotated[Optional[list[str]], typer.Option("--topics", "--topic", "-t", help="Only these question topics (comma-separated or repeated).")] = None,
+        topics: Annotated[Optional[list[str]], typer.Option("--topics", "--topic", "-t", metavar="TOPIC[,TOPIC]", help="Only these question topics (comma-separated or repeated).")] = None,
         exercise: Annotated[Optional[str], typer.Option("--exercise", "-e", help="Coding exercise (default: one you have not passed yet).")] = None,
         questions: Annotated[int, typer.Option("--questions", "-n", help="Concept questions before the coding round (0 = coding only).")] = 6,
         seed: Annotated[Optional[int], typer.Option("--seed", help="Seed for the choice of questions, exercise and test inputs.")] = None,

@@ -119,8 +119,9 @@ def test_help_shows_a_type_for_value_options_and_none_for_flags() -> None:
             # the row that starts with the option (its name may recur in other options' help)
             line = next((ln for ln in text.splitlines() if re.match(rf"\S?\s*(\*\s+)?{re.escape(first)}[\s,]", ln)), None)
             assert line is not None, (name, first, text)
-            # the option's own names, then (for a value option) its type in angle brackets
-            shows_type = re.search(rf"{re.escape(first)}([\s,]+-{{1,2}}[\w-]+)*\s+<", line) is not None
+            # the option's own names, then (for a value option) its type in angle brackets or its metavar
+            placeholder = re.escape(option.metavar) if option.metavar else "<"
+            shows_type = re.search(rf"{re.escape(first)}([\s,]+-{{1,2}}[\w-]+)*\s+{placeholder}", line) is not None
             assert shows_type is not option.is_flag, (name, first, line)
             checked_flags += option.is_flag
     assert checked_flags >= 10  # --help everywhere, --cram/--due, --json, --watch, ...

@@ -18,8 +18,8 @@ from drill.cliutil import EXIT_USAGE, fail_usage, user_errors
 def register(app: typer.Typer) -> None:
     @app.command()
     def quiz(
-        topic: Annotated[Optional[list[str]], typer.Option("--topic", "-t", help="Only these topics (comma-separated or repeated; any case).")] = None,
-        tag: Annotated[Optional[list[str]], typer.Option("--tag", help="Only questions with one of these tags (comma-separated or repeated; any case).")] = None,
+        topic: Annotated[Optional[list[str]], typer.Option("--topic", "-t", metavar="TOPIC[,TOPIC]", help="Only these topics (comma-separated or repeated; any case).")] = None,
+        tag: Annotated[Optional[list[str]], typer.Option("--tag", metavar="TAG[,TAG]", help="Only questions with one of these tags (comma-separated or repeated; any case).")] = None,
         difficulty: Annotated[Optional[str], typer.Option("--difficulty", "-d", help="easy, medium or hard.")] = None,
         count: Annotated[int, typer.Option("--count", "-n", min=1, help="At most this many questions, repeats included (a missed card comes back once at the end while there is room).")] = 20,
         cram: Annotated[bool, typer.Option("--cram/--due", help="--due (default): due cards, then new ones. --cram: practice the filtered set without touching the schedule.")] = False,
