@@ -195,6 +195,8 @@ def _job(spec: Any, cases: list, path: Path) -> tuple[dict[str, Any], dict[str, 
         }
         if case.extra:
             entry["extra"] = case.extra
+        if case.repeat:  # a first call's inputs (spec.Case.repeat), run just before the graded call
+            entry["repeat"] = [ref(f"{i}.repeat.{n}", v) for n, v in case.repeat.items()]
         if case.kind == "module" or case.params:
             entry["init"] = [ref(f"{i}.init.{j}", v) for j, v in enumerate(case.init)]
             entry["params"] = {p: ref(f"{i}.param.{p}", t)["t"] for p, t in case.params.items()}

@@ -96,6 +96,12 @@ class Case:
     ctx: dict[str, Any] = field(default_factory=dict)
     # JSON-safe details the child's executor of a non-basic kind needs (e.g. how to split calls):
     extra: dict[str, Any] = field(default_factory=dict)
+    # A "repeat call" probe: args (same names, shapes and dtypes as `args`, other values) of a
+    # first call made on the same function, or the same module instance, just before the graded
+    # call. Its output is not graded: a solution that keeps state between calls (a cache keyed on
+    # the shape, not on positions or values) then answers the graded call from the first call's
+    # inputs. The diagnosis `state_between_calls` applies when only such probes fail.
+    repeat: dict[str, Any] | None = None
     # Parent-side: turn the learner's output into what `expected` describes (a property check,
     # e.g. per-vector norms); compared instead of the raw output. Never sent to the child.
     derive: Callable[[Any], Any] | None = None
@@ -116,6 +122,8 @@ class Case:
             parts.insert(0, f"init={self.init}")
         if self.rows:
             parts.append(f"calls={self.rows}")
+        if self.repeat:
+            parts.append("after a first call with other inputs of the same shapes")
         return ", ".join(parts)
 
 
