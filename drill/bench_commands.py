@@ -12,9 +12,10 @@ from typing import Optional
 import typer
 from rich.console import Console
 
+from drill.bench.schema import outline
 from drill.cliutil import EXIT_FAIL, err_console, user_errors
 
-BENCH_HELP = """Time your implementation against the reference (fused and math paths) as the size grows.
+BENCH_HELP = f"""Time your implementation against the reference (fused and math paths) as the size grows.
 
 Runs only a file that passes `drill check` (checked first; exit 1 with the
 reason otherwise). Your code runs in the grader's isolated process, on the
@@ -22,26 +23,24 @@ same inputs as the reference, one thread on CPU (--threads), bf16 on CUDA.
 Sizes: sequence length for attention, mha, gqa, rope; cache length for
 kv_cache (one decode step); hidden size for rmsnorm and swiglu. The ladder
 stops before a size whose naive memory estimate exceeds the budget, after a
-size slower than --size-budget, or at --max-size.
+size slower than --size-budget (or before one predicted to be), before a size
+predicted not to finish within --timeout, or at --max-size.
 
 Reports per size: median time and IQR, tokens/s (GB/s for memory-bound
 ops, as % of the device's copy bandwidth on CUDA), peak memory of the call,
 ratio to the fused reference; then the fitted growth exponent (time ~ size^k)
 and a log-scaled plot.
 
---json prints one JSON document: exercise, file, device, device_name, dtype,
-threads, torch, seed, size_name, size_label, dims, peak_bandwidth_gb_s,
-sizes [{size, elapsed_s, results {learner|fused|math: {status, median_s,
-q1_s, q3_s, min_s, max_s, reps, tokens_per_s, bandwidth_gb_s,
-bandwidth_fraction, peak_bytes, ratio_to_fused, message}}}], exponents,
-memory_exponents, expected_exponent, warnings, stopped, learner_error,
-cut_short, exit_code. See drill/bench/README.md.
+--json prints one JSON document:
+{outline()}.
+See drill/bench/README.md.
 
 Exit codes: 0 measured (also when the ladder stopped on purpose: memory
-budget, --size-budget, --max-size); 1 the file fails drill check, or your code
-failed, hung past --timeout, ran out of memory or disagreed with the
-reference during the run; 2 usage error (bad flag, no such file, --device
-cuda without a GPU); 3 cut short by a limit while the reference was running.
+budget, --size-budget, a size predicted past --timeout, --max-size); 1 the
+file fails drill check, or your code failed, hung past --timeout, ran out of
+memory or disagreed with the reference during the run; 2 usage error (bad
+flag, no such file, --device cuda without a GPU); 3 cut short by a limit
+while the reference was running.
 """
 
 

@@ -39,11 +39,10 @@ def test_summarize_median_quartiles_range() -> None:
         stats.summarize([])
 
 
-def test_choose_reps_and_prediction() -> None:
+def test_choose_reps() -> None:
     assert stats.choose_reps(0.01, 0.25) == 25  # capped
     assert stats.choose_reps(0.05, 0.25) == 5
     assert stats.choose_reps(2.0, 0.25) == 3  # floor: a median of fewer is no median
-    assert stats.predict_time(1.0, 1024, 2048, 2.0) == pytest.approx(4.0)
 
 
 def test_cpu_audit_sees_a_materialised_score_matrix() -> None:

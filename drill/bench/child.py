@@ -216,6 +216,32 @@ def _warm_up_audit() -> None:
         torch.ones(8).mul(2).sum()
 
 
+# A size is started only when its predicted wall time, times this, fits in what is left of --timeout:
+# running past the deadline is a kill (exit 1 or 3), so a prediction that is a bit low costs far more
+# than one that is a bit high (cache effects make large sizes grow faster than the fitted exponent).
+TIMEOUT_MARGIN = 1.5
+
+
+def _predict_next(wl, results: dict, history: dict, active: dict, size: int, nxt: int, elapsed: float,
+                  target_s: float, extra_calls: int, stats) -> float:
+    """Wall seconds of the next size: every implementation still running, at its own growth.
+
+    Each one's growth is the expected exponent, or its own fitted one when
+    that is worse (a fit over >= 3 sizes, capped at 3: one noisy pair of
+    sizes must not end the ladder). `history` gets this size's medians.
+    """
+    per_call, exponents, explained = {}, {}, 0.0
+    for impl, res in results.items():
+        if res.get("status") != "ok" or not active.get(impl):
+            continue
+        history[impl].append((size, res["median_s"]))
+        fitted = stats.fit_exponent([h[0] for h in history[impl]], [h[1] for h in history[impl]])
+        per_call[impl] = res["median_s"]
+        exponents[impl] = max(wl.expected_exponent, min(fitted or 0.0, 3.0))
+        explained += res["median_s"] * (extra_calls + res["reps"])
+    return stats.predict_size_wall(per_call, exponents, size, nxt, target_s, elapsed - explained, extra_calls)
+
+
 # -- main ----------------------------------------------------------------------------------
 
 
@@ -317,13 +343,13 @@ def main() -> None:  # noqa: C901 - one linear script, split would only scatter 
     signal.setitimer(signal.ITIMER_REAL, float(job["timeout_s"]))
     sizes = list(job["sizes"])
     tol = AGREEMENT_TOL.get(job["dtype"], 6e-2)
-    learner_medians: list[tuple[int, float]] = []
+    history: dict[str, list[tuple[int, float]]] = {impl: [] for impl in IMPLS}  # (size, median) per impl
     for i, size in enumerate(sizes):
         est = wl.est_bytes(size, dims, elem)
         if est > budget:
             record({"event": "stop", "size": size, "reason": "memory",
-                    "message": f"skipped {wl.size_label}={size}: a textbook implementation needs about "
-                               f"{est / 2**20:.0f} MB, over the budget of {budget / 2**20:.0f} MB"})
+                    "message": f"stopped before {wl.size_label}={size}: a textbook implementation needs about "
+                               f"{est / 2**20:.0f} MB there, over the memory budget of {budget / 2**20:.0f} MB"})
             break
         record({"event": "size_start", "size": size})
         t_size = time.monotonic()
@@ -336,7 +362,7 @@ def main() -> None:  # noqa: C901 - one linear script, split would only scatter 
             del exc
             free_device_memory(device)
             record({"event": "stop", "size": size, "reason": "memory",
-                    "message": f"out of memory building the inputs at {wl.size_label}={size}"})
+                    "message": f"stopped before {wl.size_label}={size}: out of memory building the inputs"})
             break
         inputs["convention"] = convention
         results: dict[str, dict] = {}
@@ -411,29 +437,28 @@ def main() -> None:  # noqa: C901 - one linear script, split would only scatter 
         record({"event": "size", "size": size, "elapsed_s": elapsed, "results": results})
 
         if not active["learner"]:
-            record({"event": "stop", "size": size, "reason": "learner", "message": results["learner"].get("message", "")})
+            record({"event": "stop", "size": size, "reason": "learner",
+                    "message": f"stopped at {wl.size_label}={size}, where your code failed"})
             break
         if elapsed > size_budget:
-            record({"event": "stop", "size": size, "reason": "time",
-                    "message": f"{wl.size_label}={size} took {elapsed:.1f} s, over the per-size budget of {size_budget:g} s"})
+            record({"event": "stop", "size": size, "reason": "size_budget",
+                    "message": f"stopped after {wl.size_label}={size}: it took {elapsed:.1f} s, "
+                               f"over --size-budget {size_budget:g} s"})
             break
-        learner_medians.append((size, results["learner"]["median_s"]))
         if i + 1 < len(sizes):
             nxt = sizes[i + 1]
-            # Predict with the expected growth, or the learner's own fitted growth when that is worse
-            # (a fit over >= 3 sizes, capped: one noisy pair of sizes must not end the ladder).
-            fitted = stats.fit_exponent([m[0] for m in learner_medians], [m[1] for m in learner_medians])
-            exponent = max(wl.expected_exponent, min(fitted or 0.0, 3.0))
-            guess = stats.predict_time(elapsed, size, nxt, exponent)
+            guess = _predict_next(wl, results, history, active, size, nxt, elapsed, target_s,
+                                  extra_calls=stats.UNTIMED_CALLS + (backend is not None), stats=stats)
+            left = deadline - time.monotonic()
             if guess > size_budget:
-                record({"event": "stop", "size": nxt, "reason": "time",
-                        "message": f"stopped before {wl.size_label}={nxt}: predicted ~{guess:.0f} s, "
-                                   f"over the per-size budget of {size_budget:g} s"})
+                record({"event": "stop", "size": nxt, "reason": "size_budget",
+                        "message": f"stopped before {wl.size_label}={nxt}: predicted ~{guess:.1f} s, "
+                                   f"over --size-budget {size_budget:g} s"})
                 break
-            if time.monotonic() + guess > deadline:
-                record({"event": "stop", "size": nxt, "reason": "time",
-                        "message": f"stopped before {wl.size_label}={nxt}: predicted ~{guess:.0f} s, "
-                                   f"past the overall time limit"})
+            if guess * TIMEOUT_MARGIN > left:
+                record({"event": "stop", "size": nxt, "reason": "timeout",
+                        "message": f"stopped before {wl.size_label}={nxt}: predicted ~{guess:.1f} s with only "
+                                   f"{max(left, 0.0):.1f} s of --timeout {float(job['timeout_s']):g} s left"})
                 break
     signal.setitimer(signal.ITIMER_REAL, 0)
     done = {"event": "done", "host_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}

@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from drill.bench.run import IMPL_LABELS, IMPLS, BenchReport, ImplResult
+from drill.bench.run import IMPL_LABELS, IMPLS, NOISY_SPREAD, BenchReport, ImplResult
 
 STYLES = {"learner": "bold cyan", "fused": "green", "math": "yellow"}
 PLOT_WIDTH = 40
@@ -59,40 +59,91 @@ def _status_text(res: ImplResult) -> str:
     return res.status.replace("_", " ")
 
 
-def table(report: BenchReport) -> Table:
+def _bandwidth_cell(report: BenchReport, size: int, res: ImplResult) -> str:
+    bw = report.bandwidth(size, res)
+    if bw is None:
+        return "-"
+    gb = bw / 1e9
+    cell = f"{gb:.0f}" if gb >= 100 else f"{gb:.1f}"
+    if report.peak_bandwidth:
+        cell += f" ({100 * bw / report.peak_bandwidth:.0f}%)"
+    return cell
+
+
+def _columns(report: BenchReport) -> list[str]:
+    cols = ["size", "code", "median", "iqr", "tokens"]
+    if report.workload.bytes_moved is not None:
+        cols.append("bw")
+    return cols + ["mem", "ratio"]
+
+
+# Dropped first to last when the table would not fit the terminal. Where GB/s is shown it carries the
+# throughput, so tokens/s goes first; the size, the code, the median and the ratio always stay.
+DROP_ORDER = ("tokens", "iqr", "mem", "bw")
+DROPPED_NAMES = {"tokens": "tokens/s", "iqr": "IQR", "mem": "peak memory", "bw": "GB/s"}
+
+
+def table(report: BenchReport, width: int | None = None) -> Table:
+    """The results table, at most `width` columns wide (None: no limit).
+
+    Cells never wrap (a "48.79" over "ms" is unreadable): optional columns
+    are dropped instead (DROP_ORDER), and the caption says which.
+    """
+    cols = _columns(report)
+    t = _table(report, cols)
+    dropped = []
+    for name in DROP_ORDER:
+        if width is None or _width(t) <= width:
+            break
+        if name in cols:
+            cols.remove(name)
+            dropped.append(DROPPED_NAMES[name])
+            t = _table(report, cols)
+    notes = []
+    if any(report.is_noisy(row, impl) for row in report.rows for impl in ("learner", "math")):
+        notes.append(f"* noisy: rounds spread > {100 * NOISY_SPREAD:.0f}% of the median")
+    if dropped:
+        notes.append(f"narrow terminal: {', '.join(dropped)} not shown (--json has them)")
+    if notes:
+        t.caption = "; ".join(notes)
+        t.caption_justify = "left"
+    return t
+
+
+def _width(t: Table) -> int:
+    from rich.measure import Measurement
+
+    console = Console(width=1000)
+    return Measurement.get(console, console.options, t).maximum
+
+
+def _table(report: BenchReport, cols: list[str]) -> Table:
     wl = report.workload
-    bw_col = wl.bytes_moved is not None
+    headers = {"size": wl.size_label, "code": "code", "median": "median", "iqr": "IQR", "tokens": "tokens/s",
+               "bw": "GB/s" + (" (%peak)" if report.peak_bandwidth else ""), "mem": "peak mem", "ratio": "vs fused"}
     t = Table(title=f"{report.exercise}: {wl.size_name}", title_justify="left", header_style="bold")
-    t.add_column(wl.size_label, justify="right")
-    t.add_column("code", no_wrap=True)
-    t.add_column("median", justify="right")
-    t.add_column("IQR", justify="right")
-    t.add_column("tokens/s", justify="right")
-    if bw_col:
-        t.add_column("GB/s" + (" (%peak)" if report.peak_bandwidth else ""), justify="right")
-    t.add_column("peak mem", justify="right")
-    t.add_column("vs fused", justify="right")
+    for c in cols:
+        t.add_column(headers[c], justify="left" if c == "code" else "right", no_wrap=True)
     for i, row in enumerate(report.rows):
         for j, impl in enumerate(IMPLS):
             res = row.results[impl]
-            size = str(row.size) if j == 0 else ""
             label = Text(IMPL_LABELS[impl], style=STYLES[impl])
+            cells: dict[str, object] = {"size": str(row.size) if j == 0 else "", "code": label}
             if res.status != "ok":
-                cells = [size, label, Text(_status_text(res), style="red" if impl == "learner" else "dim")]
-                cells += [""] * (len(t.columns) - 3)
+                cells["median"] = Text(_status_text(res), style="red" if impl == "learner" else "dim")
             else:
                 ratio = report.ratio(row, impl)
-                cells = [size, label, fmt_time(res.median_s),
-                         "±" + fmt_time((res.q3_s - res.q1_s) / 2) if res.q1_s is not None and res.q3_s is not None else "-",
-                         fmt_rate(report.throughput(row.size, res))]
-                if bw_col:
-                    bw = report.bandwidth(row.size, res)
-                    cell = "-" if bw is None else f"{bw / 1e9:.1f}"
-                    if bw is not None and report.peak_bandwidth:
-                        cell += f" ({100 * bw / report.peak_bandwidth:.0f}%)"
-                    cells.append(cell)
-                cells += [fmt_bytes(res.peak_bytes), "-" if ratio is None else f"{ratio:.2f}x"]
-            t.add_row(*cells, end_section=(j == len(IMPLS) - 1 and i < len(report.rows) - 1))
+                mark = "*" if impl != "fused" and report.is_noisy(row, impl) else ""
+                cells.update(
+                    median=fmt_time(res.median_s),
+                    iqr="±" + fmt_time((res.q3_s - res.q1_s) / 2) if res.q1_s is not None and res.q3_s is not None else "-",
+                    tokens=fmt_rate(report.throughput(row.size, res)),
+                    bw=_bandwidth_cell(report, row.size, res),
+                    mem=fmt_bytes(res.peak_bytes),
+                    ratio="-" if ratio is None else f"{ratio:.2f}x{mark}",
+                )
+            t.add_row(*(cells.get(c, "") for c in cols),
+                      end_section=(j == len(IMPLS) - 1 and i < len(report.rows) - 1))
     return t
 
 
@@ -140,6 +191,22 @@ def plot(report: BenchReport, width: int = PLOT_WIDTH) -> Text:
     return out
 
 
+def few_sizes_advice(report: BenchReport) -> str:
+    """What ended the ladder before a third size, and the flag that would let it go on."""
+    reason = report.stop_reason
+    if reason == "memory":
+        if report.device == "cuda":
+            return "the device's free memory stopped the ladder"
+        return "the memory budget stopped the ladder; raise --memory-mb"
+    return {
+        "timeout": "--timeout stopped the ladder; raise --timeout",
+        "size_budget": "--size-budget stopped the ladder; raise --size-budget",
+        "max_size": "--max-size stopped the ladder; raise --max-size",
+        "learner": "your code failed at the next size (below)",
+        "limit": "a limit cut the run short (below)",
+    }.get(reason, "the ladder ended")
+
+
 def render(report: BenchReport, console: Console) -> None:
     wl = report.workload
     head = (f"[bold]{escape(report.file)}[/] on {escape(report.device_name or report.device)}, {report.dtype}, "
@@ -150,13 +217,13 @@ def render(report: BenchReport, console: Console) -> None:
         parts.append(Text(f"device copy bandwidth (practical peak): {report.peak_bandwidth / 1e9:.0f} GB/s", style="dim"))
     console.print(Group(*parts))
     if report.rows:
-        console.print(table(report))
+        console.print(table(report, console.width))
         label = wl.size_label
         console.print(Text(f"growth (least squares on log time vs log {label})", style="bold"))
         console.print(exponents(report))
         if len(report.rows) < 3:
-            console.print(Text(f"(a growth exponent needs at least 3 sizes; this run measured {len(report.rows)} — "
-                               "raise --max-size)", style="dim"))
+            console.print(Text(f"(a growth exponent needs at least 3 sizes; this run measured {len(report.rows)}: "
+                               f"{few_sizes_advice(report)})", style="dim"))
         console.print(Text(f"expected for an efficient implementation: {wl.expected_note}", style="dim"))
         console.print()
         console.print(plot(report))
@@ -167,7 +234,7 @@ def render(report: BenchReport, console: Console) -> None:
         prefix = "" if err.startswith("your code") else "your code failed during the benchmark: "
         console.print(Text(prefix + err, style="red"))
     if report.stopped:
-        console.print(Text("ladder stopped: " + report.stopped, style="dim"))
+        console.print(Text("ladder " + report.stopped, style="dim"))
     console.print(Text(f"seed {report.seed}, {report.elapsed_s:.1f} s", style="dim"))
 
 

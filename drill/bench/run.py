@@ -21,6 +21,16 @@ DEVICES = ("cpu", "cuda")
 DTYPES = ("float32", "bfloat16", "float16")
 IMPLS = ("learner", "fused", "math")
 IMPL_LABELS = {"learner": "yours", "fused": "fused ref", "math": "math ref"}
+# What can end a ladder early (`stop_reason`); the child reports the first four.
+STOP_REASONS = ("memory", "size_budget", "timeout", "learner", "max_size", "limit")
+
+# Rounds whose interquartile range exceeds this fraction of their median are called noisy: on a quiet
+# machine 3-25 rounds of one call spread by a few percent; a busy one (a build, another benchmark) by
+# tens of percent, and then a ratio of two medians is only a rough guide.
+NOISY_SPREAD = 0.25
+# The fused reference growing faster than the expected exponent by more than this is worth a note
+# (it is the machine, e.g. an RMSNorm input that outgrows the caches, not anybody's algorithm).
+REFERENCE_DRIFT = 0.35
 
 CHILD_SCRIPT = Path(__file__).with_name("child.py")
 BASELINE_MB = 450  # what the child holds before any input exists: torch, the reference, the learner's module
@@ -31,7 +41,7 @@ STARTUP_SLACK_S = 15.0  # beyond --timeout: the child's own set-up (peak-bandwid
 DEFAULT_MEMORY_MB = {"cpu": 4096, "cuda": 16384}
 
 # Exit codes of `drill bench` (see drill/bench/README.md).
-EXIT_MEASURED = 0  # every size ran, or the ladder stopped on purpose (memory budget, size budget, --max-size)
+EXIT_MEASURED = 0  # every size ran, or the ladder stopped on purpose (memory, --size-budget, --timeout predicted, --max-size)
 EXIT_LEARNER = 1  # the file fails drill check, or your code failed, hung or ran out of memory during the run
 EXIT_INCOMPLETE = 3  # a limit cut the run short while the reference (not your code) was running
 
@@ -97,6 +107,7 @@ class BenchReport:
     torch_version: str = ""
     peak_bandwidth: float | None = None  # bytes/s, CUDA only
     stopped: str = ""  # why the ladder ended early ("" = every size ran)
+    stop_reason: str = ""  # what ended it: one of STOP_REASONS, "" = every size ran
     learner_error: str = ""  # a failure of the learner's code during the benchmark
     cut_short: bool = False  # a limit (time, memory, CPU) or a crash ended the run, not the ladder's own rules
     host_peak_rss_mb: float | None = None  # the benchmark process's peak resident memory (from the child)
@@ -140,6 +151,23 @@ class BenchReport:
             return None
         return res.median_s / fused.median_s
 
+    def spread(self, res: ImplResult) -> float | None:
+        """IQR / median of one implementation's timed rounds (None when not timed)."""
+        if res.status != "ok" or not res.median_s or res.q1_s is None or res.q3_s is None:
+            return None
+        return (res.q3_s - res.q1_s) / res.median_s
+
+    def is_noisy(self, row: SizeRow, impl: str) -> bool:
+        """The ratio of `impl` at this size rests on rounds that disagree a lot (its own or the fused ones)."""
+        spreads = [self.spread(row.results[i]) for i in (impl, "fused") if i in row.results]
+        return any(s is not None and s > NOISY_SPREAD for s in spreads)
+
+    def noisiest(self) -> tuple[int, float] | None:
+        """(size, spread) of the widest spread over NOISY_SPREAD among timed results, or None."""
+        worst = max(((row.size, s) for row in self.rows for res in row.results.values()
+                     if (s := self.spread(res)) is not None), key=lambda p: p[1], default=None)
+        return worst if worst is not None and worst[1] > NOISY_SPREAD else None
+
     def warnings(self) -> list[str]:
         """Plain-language flags: the learner's time or memory grows faster than the references'.
 
@@ -158,6 +186,22 @@ class BenchReport:
                 f"your time grows as {label}^{mine:.2f}, faster than the references and the expected "
                 f"{label}^{self.workload.expected_exponent:g}: look for work redone on every call "
                 "(recomputing the past) or a Python loop over positions"
+            )
+        fused = self.exponent("fused")
+        expected = self.workload.expected_exponent
+        if fused is not None and fused > expected + REFERENCE_DRIFT:
+            where = ("the GPU's L2 cache" if self.device == "cuda"
+                     else "the CPU caches, and each call's fresh output pays page faults")
+            notes.append(
+                f"the fused reference itself grows as {label}^{fused:.2f} here, not the expected {label}^{expected:g}: "
+                f"the larger sizes outgrow {where}; compare ratios to the fused reference, not exponents"
+            )
+        noisy = self.noisiest()
+        if noisy is not None:
+            size, spread = noisy
+            notes.append(
+                f"timings are noisy (the spread between rounds reaches {100 * spread:.0f}% of the median at "
+                f"{label}={size}; ratios marked * are rough): the machine is busy, rerun when it is quiet"
             )
         mem_mine, mem_fused = self.exponent("learner", "peak_bytes"), self.exponent("fused", "peak_bytes")
         if mem_mine is not None and mem_fused is not None and mem_mine > mem_fused + 0.5:
@@ -211,6 +255,7 @@ class BenchReport:
             "expected_note": self.workload.expected_note,
             "warnings": self.warnings(),
             "stopped": self.stopped or None,
+            "stop_reason": self.stop_reason or None,
             "learner_error": self.learner_error or None,
             "cut_short": self.cut_short,
             "exit_code": self.exit_code,
@@ -334,6 +379,10 @@ def bench_file(path: str | Path, exercise: str | None = None, opts: BenchOptions
         workload=wl, dims=dims, check_seed=result.seed,
     )
     _read_events(report, outcome, limits, wl, running)
+    full = wl.ladder(device)
+    if not report.stopped and report.rows and report.rows[-1].size == sizes[-1] and sizes[-1] < max(full):
+        report.stopped = f"stopped at --max-size {opts.max_size} (the ladder goes on to {wl.size_label}={max(full)})"
+        report.stop_reason = "max_size"
     report.elapsed_s = time.monotonic() - t0
     return report
 
@@ -377,7 +426,8 @@ def _read_events(report: BenchReport, outcome: Any, limits: Any, wl: Workload,
             report.peak_bandwidth = float(bw) if isinstance(bw, (int, float)) and bw > 0 else None
         elif kind == "load_error":
             report.learner_error = _describe_failure(ev, "while importing the file")
-            report.stopped = "your file failed to load in the benchmark"
+            report.stopped = "stopped before the first size: your file failed to load in the benchmark"
+            report.stop_reason = "learner"
         elif kind == "prepared" and isinstance(ev.get("size"), int) and isinstance(ev.get("warmup_s"), (int, float)):
             prepared[(ev["size"], str(ev.get("impl")))] = float(ev["warmup_s"])
         elif kind == "size" and isinstance(ev.get("results"), dict):
@@ -395,6 +445,8 @@ def _read_events(report: BenchReport, outcome: Any, limits: Any, wl: Workload,
             report.rows.append(row)
         elif kind == "stop" and not report.stopped:
             report.stopped = str(ev.get("message", ""))
+            reason = ev.get("reason")
+            report.stop_reason = reason if reason in STOP_REASONS else ""
         elif kind == "done" and isinstance(ev.get("host_peak_rss_mb"), (int, float)):
             report.host_peak_rss_mb = round(float(ev["host_peak_rss_mb"]), 1)
     if outcome.killed_for in ("time_limit", "memory_limit", "cpu_limit", "startup") or not outcome.finished:
@@ -437,6 +489,7 @@ def _explain_cut(report: BenchReport, outcome: Any, limits: Any, wl: Workload, r
         report.stopped = (f"cut short by {what}{at}{during}; sizes measured before that are shown "
                           "(raise --timeout or lower --max-size)")
     report.cut_short = True
+    report.stop_reason = "limit"
 
 
 def _impl_result(raw: dict) -> ImplResult:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 
@@ -70,8 +70,32 @@ def fit_exponent(sizes: Sequence[float], values: Sequence[float]) -> float | Non
     return sum((p[0] - mx) * (p[1] - my) for p in pts) / sxx
 
 
-def predict_time(elapsed_s: float, size: int, next_size: int, exponent: float) -> float:
-    """Time a size will take if cost grows as size^exponent from the one just measured."""
-    if size <= 0:
-        return elapsed_s
-    return elapsed_s * (next_size / size) ** exponent
+# Calls an implementation makes at a size besides its timed ones: the memory-audit call and the
+# warm-up call (CUDA adds a first-use call: `extra_calls=3`).
+UNTIMED_CALLS = 2
+
+
+def predict_size_wall(per_call_s: Mapping[str, float], exponents: Mapping[str, float], size: int,
+                      next_size: int, target_s: float, overhead_s: float = 0.0,
+                      extra_calls: int = UNTIMED_CALLS) -> float:
+    """Wall seconds the next size of the ladder will take, from what it will actually run.
+
+    For each implementation still running: one call at `next_size` is its
+    median at `size` scaled by (next_size/size)^exponent; it will make
+    `extra_calls` untimed calls plus `choose_reps(one call, target_s)` timed
+    ones. Scaling the whole previous size's wall time instead overestimates
+    several-fold: the repetition count shrinks as calls get slower (25 calls
+    of 13 ms at T=1024 are 4 calls of 52 ms at T=2048, not 25 calls of 52 ms).
+    `overhead_s` (building inputs and modules, the audit's bookkeeping: the
+    part of the last size's wall time that no call explains) grows like the
+    slowest implementation.
+    """
+    if size <= 0 or next_size <= 0:
+        return overhead_s + sum(per_call_s.values()) * (extra_calls + 3)
+    total, worst = 0.0, 1.0
+    for impl, one in per_call_s.items():
+        scale = (next_size / size) ** exponents.get(impl, 1.0)
+        worst = max(worst, scale)
+        call = max(0.0, one) * scale
+        total += call * (extra_calls + choose_reps(call, target_s))
+    return total + max(0.0, overhead_s) * worst
