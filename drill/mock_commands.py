@@ -23,8 +23,25 @@ def _split_topics(values: list[str] | None) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
+# One paragraph per line: Typer's rich help keeps a docstring's line breaks, which
+# wrapped mid-sentence at 80 columns. The score rule is drill.mock.report.score_rule().
+MOCK_HELP = "\n\n".join([
+    "A timed mock interview: concept questions, then a coding round, then a report card.",
+    "Concept answers feed your reviews (source \"mock\"). A question you skip, end the round on (q), "
+    "or leave unanswered on screen for 5 s or more when time runs out counts as a miss (Again); "
+    "one shown for less, or never reached, is not rated.",
+    "Score = 40% concept + 60% coding (your last graded file: all tests pass 100%, else ½ × share passed). "
+    "The last graded file counts, not the best: an interviewer judges the code you end with; "
+    "typing done on a file that scores below an earlier one asks first.",
+    "--history lists every mock: completed, expired (time ran out), abandoned (Ctrl-C, or end of input "
+    "before the time was up), running (in another terminal) or interrupted (drill was killed or its "
+    "terminal closed: the answers up to then are kept). Only completed and expired mocks have a score "
+    "and a place in the trend.",
+])
+
+
 def register(app: typer.Typer) -> None:
-    @app.command()
+    @app.command(help=MOCK_HELP)
     def mock(
         minutes: Annotated[float, typer.Option("--minutes", "-m", help="Length of the mock in minutes (at most 1440).")] = 45.0,
         topics: Annotated[Optional[list[str]], typer.Option("--topics", "--topic", "-t", metavar="TOPIC[,TOPIC]", help="Only these question topics (comma-separated or repeated).")] = None,
@@ -35,17 +52,7 @@ def register(app: typer.Typer) -> None:
         bank: Annotated[Optional[Path], typer.Option("--bank", help="Question folder or file instead of the shipped bank.")] = None,
         history: Annotated[bool, typer.Option("--history", help="List past mocks with scores and trend, then exit.")] = False,
     ) -> None:
-        """A timed mock interview: concept questions, then a coding round, then a report card.
-
-        Concept answers feed your reviews (source "mock"). A question you skip, end the
-        round on (q), or leave unanswered on screen for 5 s or more when time runs out
-        counts as a miss (Again); one shown for less, or never reached, is not rated.
-
-        --history lists every mock: completed, expired (time ran out), abandoned (Ctrl-C, or
-        end of input before the time was up), running (in another terminal) or interrupted
-        (drill was killed or its terminal closed: the answers up to then are kept, with no
-        score and no place in the trend).
-        """
+        """`drill mock` (its help is MOCK_HELP)."""
         from drill.mock.run import MockOptions, run_mock, show_history
 
         with user_errors():

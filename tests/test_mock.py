@@ -507,7 +507,7 @@ def test_cram_answers_do_not_make_a_topic_weak_in_the_mock(tmp_path: Path, bank:
         store.record_review(f"beta-{i % 2}", 1, topic="beta", source="quiz", card_json="{}", due="2099-01-01T00:00:00+00:00")
     store.close()
     code, store, out, _ = sit(tmp_path, bank, ["done"], questions=0)  # history alone decides
-    weak = last_report(store)["report"]["weak_topics"]
+    weak = last_report(store)["report"]["history_weak_topics"]
     assert "beta" in weak and "alpha" not in weak, (weak, out)
 
 

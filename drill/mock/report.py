@@ -4,7 +4,13 @@ The report is a plain dict (saved as the mock's report_json) and the card is
 rendered from that dict alone, so `drill mock --history` and any later tool
 read exactly what the learner saw. Scores are honest rather than generous:
 a coding round counts fully only when the hidden tests all pass; a failing
-file earns at most half, in proportion to the tests it passes.
+file earns at most half, in proportion to the tests it passes; and the file
+that counts is the last one graded, because an interviewer judges the code
+you end with (the card says so, and notes an earlier, better submission).
+
+Weak topics come from two sources that the card keeps apart: the questions
+this mock asked, and the learner's reviews before it. Merging them made the
+card recommend topics the mock never asked.
 """
 
 from __future__ import annotations
@@ -14,32 +20,41 @@ from collections import defaultdict
 from typing import Any
 
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
 from drill.mock.clock import duration, mmss
 from drill.mock.plan import rank_weak_topics
-from drill.mock.rounds import MIN_SEEN_S, CodingRound, ConceptRound
+from drill.mock.rounds import MIN_SEEN_S, CodingRound, ConceptRound, coding_credit
 from drill.quiz.schedule import RATING_NAMES
 
-REPORT_VERSION = 1
+# 2: weak_topics is this mock's alone, history_weak_topics the reviews before it,
+# to_review only questions that were shown, no score for an abandoned mock.
+REPORT_VERSION = 2
 CONCEPT_WEIGHT = 0.4  # of the overall score; the coding round carries the rest
 OUTCOME_MARK = {"right": "✓ right", "partial": "~ partial", "wrong": "✗ wrong", "skipped": "– skipped",
                 "timeout": "✗ time ran out", "missed": "✗ not answered"}
 STATUS_WORDS = {"completed": "completed", "expired": "time ran out", "abandoned": "abandoned",
                 "interrupted": "interrupted", "running": "running"}
-# Only these count towards the trend: a mock that was abandoned or interrupted is not a result.
+# Only these have a score and count towards the trend: a mock that was abandoned or
+# interrupted is not a result (older reports stored a score for abandoned ones: not shown).
 SCORED_STATUSES = ("completed", "expired")
-# Mocks with no report card: still going, or their process died before one was made.
-UNFINISHED_STATUSES = ("running", "interrupted")
 
 
 def coding_score(submission: dict[str, Any] | None) -> float:
-    if not submission or not submission.get("total"):
+    """Credit (0..1) of one stored submission; see drill.mock.rounds.coding_credit."""
+    if not submission:
         return 0.0
-    if submission["status"] == "pass":
-        return 1.0
-    return 0.5 * submission["passed"] / submission["total"]
+    return coding_credit(submission.get("status", ""), submission.get("passed") or 0, submission.get("total") or 0)
+
+
+def score_rule(has_concept: bool = True) -> str:
+    """The scoring rule in one line, as the brief, the card and --help state it."""
+    coding = "your last graded file: all tests pass 100%, else ½ × share passed"
+    if not has_concept:
+        return f"Score = coding only ({coding})"
+    return f"Score = {CONCEPT_WEIGHT:.0%} concept + {1 - CONCEPT_WEIGHT:.0%} coding ({coding})"
 
 
 def build_report(
@@ -65,9 +80,10 @@ def build_report(
         overall = coding_pct
     else:
         overall = CONCEPT_WEIGHT * concept_pct + (1 - CONCEPT_WEIGHT) * coding_pct
-    weak = _weak_topics(questions, history_weakness)
-    to_review = [q["id"] for q in questions if q["outcome"] != "right"]
-    review_topics = sorted({q["topic"] for q in questions if q["outcome"] != "right"}, key=lambda t: weak.index(t) if t in weak else 99)
+    weak = _mock_weak_topics(questions)
+    history_weak = rank_weak_topics({t: w for t, w in history_weakness.items() if w >= 0.5})
+    # A question never shown is nothing to review; one shown and not answered right is.
+    to_review = [q["id"] for q in questions if q["outcome"] != "right" and q["seconds"] is not None]
     return {
         "version": REPORT_VERSION,
         "mock_id": mock_id,
@@ -85,10 +101,13 @@ def build_report(
             "score_pct": _round(coding_pct),
             "submissions": submissions,
         },
-        "score": None if status in UNFINISHED_STATUSES else _round(overall),
-        "weak_topics": weak,
+        "score": _round(overall) if status in SCORED_STATUSES else None,
+        "weak_topics": weak,  # from this mock's answers only
+        "history_weak_topics": history_weak,  # from the reviews before this mock
         "to_review": to_review,
-        "review_topics": review_topics or weak[:2],
+        # what `drill quiz --topic` is suggested for: exactly one of the two lists above
+        "review_topics": weak or history_weak,
+        "review_from": "mock" if weak else "history" if history_weak else None,
     }
 
 
@@ -100,16 +119,15 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 1)
 
 
-def _weak_topics(questions: list[dict[str, Any]], history: dict[str, float]) -> list[str]:
-    """This mock's misses weigh as much as the history: both say where the gaps are."""
-    scores: dict[str, list[float]] = defaultdict(list)
-    for topic, weakness in history.items():
-        scores[topic].append(weakness)
+def _mock_weak_topics(questions: list[dict[str, Any]]) -> list[str]:
+    """Topics this mock's answers went wrong on (wrong, partial, skipped, time ran out),
+    the largest share of lost points first. A question not answered (never reached, or
+    abandoned on screen) says nothing about its topic."""
+    lost: dict[str, list[float]] = defaultdict(list)
     for q in questions:
-        if q["outcome"] != "missed":  # never answered (time, abandon) says nothing about the topic
-            scores[q["topic"]].append(1.0 - _points(q))
-    merged = {topic: sum(vals) / len(vals) for topic, vals in scores.items()}
-    return rank_weak_topics({t: s for t, s in merged.items() if s >= 0.5})
+        if q["outcome"] != "missed":
+            lost[q["topic"]].append(1.0 - _points(q))
+    return rank_weak_topics({topic: sum(vals) / len(vals) for topic, vals in lost.items()})
 
 
 # -- rendering -------------------------------------------------------------
@@ -125,10 +143,14 @@ def render_report(console: Console, report: dict[str, Any]) -> None:
     if report.get("error"):
         console.print(Text(f"stopped by an error: {report['error']}", style="red"))
     questions = report["concept"]["questions"]
+    if report["status"] in SCORED_STATUSES:
+        console.print(Text(score_rule(bool(questions)), style="dim"))
+    else:
+        console.print(Text(f"{status}: no score, and not in the trend of `drill mock --history`", style="dim"))
     if questions:
         console.print()
         score = _concept_cell(report["status"], report)
-        if report["status"] in UNFINISHED_STATUSES:  # unreached questions say nothing about you
+        if report["status"] not in SCORED_STATUSES:  # unreached questions say nothing about you
             score = "nothing answered" if score == "—" else f"{score} answered"
         console.print(Text(f"Concept round: {score}", style="bold"))
         # Only the question id may wrap (folded at any character: ids have no spaces); the
@@ -155,20 +177,37 @@ def render_report(console: Console, report: dict[str, Any]) -> None:
             console.print(Text("  not answered = never reached, or on screen too briefly: not rated", style="dim"))
     _render_coding(console, report["coding"])
     console.print()
-    if report["weak_topics"]:
-        console.print(Text("Weakest topics: " + ", ".join(report["weak_topics"]), style="bold"))
     console.print(Text("What to review next", style="bold"))
     if report["to_review"]:
         console.print(Text("  questions: " + ", ".join(report["to_review"])))
-    if report["review_topics"]:
-        flags = " ".join(f"--topic {t}" for t in report["review_topics"])
-        console.print(Text(f"  drill quiz {flags}", style="cyan"))
+    _render_topics(console, report)
     coding = report["coding"]
     final = coding["submissions"][-1] if coding["submissions"] else None
     if coding["reached"] and (final is None or final["status"] != "pass"):
         console.print(Text(f"  drill check {coding['file']}   (keep going until it passes)", style="cyan"))
     if not report["to_review"] and final is not None and final["status"] == "pass":
         console.print(Text("  nothing missed — try a longer mock or another exercise (--exercise)", style="green"))
+
+
+def _render_topics(console: Console, report: dict[str, Any]) -> None:
+    """Each topic list under its source, the quiz command right under the list it covers."""
+    def suggest(topics: list[str]) -> None:
+        console.print(Text(f"    drill quiz --topic {','.join(topics)}", style="cyan"))
+
+    if report.get("version", 1) < 2:  # older reports merged this mock with the history
+        if report.get("weak_topics"):
+            console.print(Text("  weakest topics (this mock and your reviews): " + ", ".join(report["weak_topics"])))
+        if report.get("review_topics"):
+            suggest(report["review_topics"])
+        return
+    mock_weak, history_weak = report["weak_topics"], report["history_weak_topics"]
+    if mock_weak:
+        console.print(Text("  missed in this mock: " + ", ".join(mock_weak)))
+        suggest(mock_weak)
+    if history_weak:
+        console.print(Text("  weakest in your reviews before this mock: " + ", ".join(history_weak)))
+        if not mock_weak:
+            suggest(history_weak)
 
 
 def _render_coding(console: Console, coding: dict[str, Any]) -> None:
@@ -187,8 +226,14 @@ def _render_coding(console: Console, coding: dict[str, Any]) -> None:
     for n, s in enumerate(subs, 1):
         when = duration(s["at_s"]) + (" (at time-up)" if s["at_deadline"] else "")
         verdict = "not attempted" if s["status"] == "not_attempted" else f"{s['status']} {s['passed']}/{s['total']}"
-        console.print(Text(f"  #{n} at {when}: {verdict}", style="green" if s["status"] == "pass" else "red"))
+        counts = "  ← counts (the last graded file)" if n == len(subs) > 1 else ""
+        console.print(Text(f"  #{n} at {when}: {verdict}{counts}", style="green" if s["status"] == "pass" else "red"))
     final = subs[-1]
+    best_n, best = max(enumerate(subs, 1), key=lambda pair: (coding_score(pair[1]), pair[0]))
+    if coding_score(best) > coding_score(final):
+        console.print(Text(f"  note: #{best_n} ({best['status']} {best['passed']}/{best['total']}) would have "
+                           f"scored {100 * coding_score(best):.0f}% here; the last graded file is the one that counts",
+                           style="yellow"))
     if final["diagnosis"]:
         console.print(Text(f"  diagnosis: {final['diagnosis']}", style="bold red"))
         if final["detail"]:
@@ -204,10 +249,7 @@ def render_history(console: Console, mocks: list[dict[str, Any]]) -> None:
     if not mocks:
         console.print(Text("No mocks yet. Sit one with `drill mock` (try `--minutes 20 --questions 3` for a short one)."))
         return
-    table = Table(title="Mock interviews", title_justify="left", padding=(0, 1), box=None, pad_edge=False,
-                  header_style="bold underline")
-    for column in ("#", "date", "min", "status", "exercise", "concept", "coding", "score", "trend"):
-        table.add_column(column, justify="right" if column in ("#", "min", "concept", "score") else "left", no_wrap=True)
+    rows: list[tuple[str, ...]] = []
     previous: float | None = None
     scores: list[float] = []
     statuses = set()
@@ -228,25 +270,48 @@ def render_history(console: Console, mocks: list[dict[str, Any]]) -> None:
             verdict = "not graded"
         score = mock.get("score")
         trend = ""
-        if mock["status"] in UNFINISHED_STATUSES:
+        if mock["status"] not in SCORED_STATUSES:
             score = None  # no result yet or ever: no number that could read as one
-        if score is not None and mock["status"] in SCORED_STATUSES:
+        if score is not None:
             if previous is not None:
                 delta = score - previous
                 trend = "=" if abs(delta) < 0.5 else (f"▲ +{delta:.0f}" if delta > 0 else f"▼ {delta:.0f}")
             previous = score
             scores.append(score)
-        table.add_row(
+        rows.append((
             str(mock["id"]), _local_time(mock.get("started_at")), f"{mock.get('minutes') or 0:g}",
             mock["status"], mock.get("exercise") or "—", concept, verdict,
             "—" if score is None else f"{score:.0f}", trend,
-        )
-    console.print(table)
+        ))
+    console.print(_history_table(console, rows))
     for status, note in STATUS_NOTES.items():
         if status in statuses:
             console.print(Text(note, style="dim"))
     if len(scores) >= 2:
         console.print(Text(f"Finished mocks: {len(scores)}; first {scores[0]:.0f}, best {max(scores):.0f}, latest {scores[-1]:.0f}"))
+
+
+HISTORY_COLUMNS = ("#", "date", "min", "status", "exercise", "concept", "coding", "score", "trend")
+
+
+def _history_table(console: Console, rows: list[tuple[str, ...]]) -> Table:
+    """Two spaces between columns where they fit, else one: at 80 columns a full table
+    (an interrupted mock, 'not reached', a '▼ -100' trend) fits only with one, and no
+    column of it may be cut (a cut trend reads as a different number)."""
+    def build(gap: int) -> Table:
+        table = Table(title="Mock interviews", title_justify="left", padding=(0, gap, 0, 0), box=None,
+                      pad_edge=False, header_style="bold underline")
+        for column in HISTORY_COLUMNS:
+            table.add_column(column, justify="right" if column in ("#", "min", "concept", "score") else "left",
+                             no_wrap=True)
+        for row in rows:
+            table.add_row(*row)
+        return table
+
+    wide = build(2)
+    if Measurement.get(console, console.options.update_width(10_000), wide).maximum <= console.width:
+        return wide
+    return build(1)
 
 
 STATUS_NOTES = {
@@ -259,10 +324,11 @@ STATUS_NOTES = {
 
 
 def _concept_cell(status: str, report: dict[str, Any]) -> str:
-    """Concept score for the history table. A mock that did not finish is scored only on
-    the questions it got to ('50% of 2'): its unasked questions say nothing."""
+    """Concept score for the history table. A mock that did not finish (abandoned,
+    interrupted, running) is scored only on the questions it got to ('50% of 2'):
+    its unasked questions say nothing."""
     concept = report.get("concept") or {}
-    if status not in UNFINISHED_STATUSES:
+    if status in SCORED_STATUSES:
         pct = concept.get("score_pct")
         return "—" if pct is None else f"{pct:.0f}%"
     settled = [q for q in concept.get("questions") or [] if isinstance(q, dict) and q.get("outcome") != "missed"]

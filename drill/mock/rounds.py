@@ -35,6 +35,7 @@ SKIP_WORDS = {"skip", "pass"}
 MIN_SEEN_S = 5.0
 SUBMIT_WORDS = {"", "submit", "s"}
 FINISH_WORDS = {"done", "finish"} | QUIT_WORDS
+KEEP_WORDS = {"", "keep", "k", "y", "yes"} | FINISH_WORDS
 
 Grader = Callable[[Path, str, "int | None"], Any]  # (file, exercise, seed) -> drill.judge.check.Result
 
@@ -253,6 +254,21 @@ class ConceptRound:
 # -- coding round ----------------------------------------------------------
 
 
+def coding_credit(status: str, passed: int, total: int) -> float:
+    """Share of the coding round one graded file earns, 0..1.
+
+    The rule the report card and --help state: every hidden test passing
+    earns it all; a failing file earns at most half, in proportion to the
+    tests it passes (a nearly right file is worth something, never as much
+    as a right one). Which file counts is the round's last graded one.
+    """
+    if not total:
+        return 0.0
+    if status == "pass":
+        return 1.0
+    return 0.5 * passed / total
+
+
 @dataclass
 class Submission:
     at_s: float  # seconds into the mock
@@ -270,6 +286,10 @@ class Submission:
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+    @property
+    def credit(self) -> float:
+        return coding_credit(self.status, self.passed, self.total)
 
 
 @dataclass
@@ -290,8 +310,10 @@ class CodingRound:
     coding: CodingFile
     starter: Path
     grade: Grader
+    number: int = 2  # its round number as the learner sees it: 1 in a coding-only mock
     submissions: list[Submission] = field(default_factory=list)
     reached: bool = False
+    _warned_at: int = 0  # submissions count when the learner last confirmed keeping a worse file
     _starter_digest: str = ""
     _graded_digest: str | None = None
     _untouched: bool = True  # last known: the file still holds the starter
@@ -305,15 +327,15 @@ class CodingRound:
         self.reached = True
         self._starter_digest = self._digest()
         ctx.progress()  # a killed mock's history then knows the round was reached, and the file
-        ctx.phase(f"round 2: coding {self.coding.path.name}")
+        ctx.phase(f"round {self.number}: coding {self.coding.path.name}")
         ctx.console.print()
-        ctx.say(f"Round 2 — coding: implement `{self.exercise}`", "bold")
+        ctx.say(f"Round {self.number} — coding: implement `{self.exercise}`", "bold")
         ctx.say(f"Your file: {self.coding.path}", "bold green")
         if self.coding.fresh_folder:
             ctx.say(f"({self.coding.folder.parent / (self.exercise + '.py')} already exists, so a fresh folder was made)", "dim")
         ctx.say("Open it in your editor; its docstring is the contract. Save, then press Enter (or type submit) "
                 "to run the hidden tests. Resubmit as often as you like; type done to finish early. "
-                "When time runs out, the last saved version is graded.")
+                "When time runs out, the last saved version is graded. Your last graded file is the one that counts.")
         while True:
             try:
                 line = ctx.read(f"Enter = grade {self.coding.path.name}, done = finish >", ctx.countdown)
@@ -326,20 +348,65 @@ class CodingRound:
                 continue
             word = line.strip().lower()
             if word in SUBMIT_WORDS:
-                try:
-                    submission = self.submit()
-                except KeyboardInterrupt:
-                    ctx.say("grading interrupted", "yellow")
-                    self._ask_abandon()
-                    continue
-                if submission is not None and submission.status == "pass":
-                    ctx.say("All hidden tests pass: the coding round is complete.", "bold green")
+                if self._grade_now():
                     return
             elif word in FINISH_WORDS:
                 self.final()
-                return
+                if self._confirm_finish():
+                    return
             else:
                 ctx.say("press Enter (or type submit) to grade your file, or type done to finish", "yellow")
+
+    def _grade_now(self) -> bool:
+        """Grade the saved file on request; True when it passes (the round is over)."""
+        try:
+            submission = self.submit()
+        except KeyboardInterrupt:
+            self.ctx.say("grading interrupted", "yellow")
+            self._ask_abandon()
+            return False
+        if submission is not None and submission.status == "pass":
+            self.ctx.say("All hidden tests pass: the coding round is complete.", "bold green")
+            return True
+        return False
+
+    def better_earlier(self) -> tuple[int, Submission] | None:
+        """(number, submission) of the best earlier graded file when it beats the last one."""
+        if len(self.submissions) < 2:
+            return None
+        last = self.submissions[-1]
+        number, best = max(enumerate(self.submissions[:-1], 1), key=lambda pair: (pair[1].credit, pair[0]))
+        return (number, best) if best.credit > last.credit else None
+
+    def _confirm_finish(self) -> bool:
+        """On done: True to finish. When the last graded file scores below an earlier
+        one, say so once and ask, because the last one is what counts."""
+        better = self.better_earlier()
+        if better is None or self._warned_at == len(self.submissions):
+            return True
+        self._warned_at = len(self.submissions)
+        number, best = better
+        last = self.submissions[-1]
+        ctx = self.ctx
+        ctx.say(f"your submission #{number} passed {best.passed}/{best.total}; this one passes "
+                f"{last.passed}/{last.total} — the last one counts.", "bold yellow")
+        try:
+            answer = ctx.read("Enter = keep it and finish, submit = grade the file again (restore the better "
+                              "version first), anything else = back to coding >", ctx.countdown)
+        except TimeUp:
+            self._time_up()
+        except EndOfInput:
+            return True  # they asked to finish, and nothing more can be typed
+        except KeyboardInterrupt:
+            self._ask_abandon()
+            return False
+        word = answer.strip().lower()
+        if word in KEEP_WORDS:
+            return True
+        if word in SUBMIT_WORDS:
+            return self._grade_now()
+        self.ctx.say("back to coding: Enter = grade your file, done = finish", "yellow")
+        return False
 
     def _time_up(self) -> None:
         """0:00: grade the last saved file if it changed, then end the mock (raises TimeUp)."""
@@ -370,7 +437,8 @@ class CodingRound:
         else:
             if at_deadline:
                 self.ctx.say("Time is up — grading your last saved file.", style)
-            self.submit(at_deadline=at_deadline)
+            # On done, _confirm_finish says it if this file is worse than an earlier one.
+            self.submit(at_deadline=at_deadline, note_worse=at_deadline)
 
     def untouched(self) -> bool:
         """Whether the file still holds the starter (as last seen, when it cannot be read now)."""
@@ -389,7 +457,7 @@ class CodingRound:
         except OSError as exc:
             raise UserError(f"cannot read the exercise file: {exc.strerror or exc}", str(self.coding.path)) from exc
 
-    def submit(self, *, at_deadline: bool = False) -> Submission | None:
+    def submit(self, *, at_deadline: bool = False, note_worse: bool = True) -> Submission | None:
         """Grade the saved file and add a submission; None for the untouched starter.
 
         A file unchanged since its last grade is not graded again: that
@@ -421,6 +489,10 @@ class CodingRound:
         self._show(submission)
         self._graded_digest = digest
         self.submissions.append(submission)
+        better = self.better_earlier()
+        if better is not None and note_worse:
+            ctx.say(f"  lower than submission #{better[0]} ({_verdict(better[1])}): your last graded file is the one "
+                    "that counts — restore the better version and submit it again to count it", "yellow")
         ctx.progress()
         return submission
 

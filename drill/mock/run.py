@@ -30,7 +30,7 @@ from drill.mock import interrupted, plan
 from drill.mock.clock import Clock, Countdown, SystemClock, mmss
 from drill.mock.live import LiveStatus
 from drill.mock.reader import DeadlineReader, EndOfInput, TimeUp, stream_reader
-from drill.mock.report import build_report, render_history, render_report
+from drill.mock.report import build_report, render_history, render_report, score_rule
 from drill.mock.rounds import MIN_SEEN_S, Abandoned, CodingRound, ConceptRound, Grader, InputClosed, MockContext
 from drill.paths import exercises_dir
 from drill.quiz.loader import load_bank
@@ -150,7 +150,8 @@ def _sit(options, console, reader, clock, store, grade, interactive, fuzz, rng, 
     ctx = MockContext(console, reader, clock, countdown, store, mock_id, rng, interactive, options.seed, live)
     budgets = plan.budgets(questions, minutes)
     concept = ConceptRound(ctx, questions, budgets, Scheduler(fuzz=fuzz))
-    coding = CodingRound(ctx, exercise, coding_file, exercises_dir() / f"{exercise}.py", grade)
+    coding = CodingRound(ctx, exercise, coding_file, exercises_dir() / f"{exercise}.py", grade,
+                         number=2 if questions else 1)
     weakness = plan.topic_weakness(reviews)
     owner = interrupted.this_process()
 
@@ -255,7 +256,9 @@ def _brief(ctx: MockContext, questions: list, budgets: list[float], exercise: st
         say(f"Round 1: {len(questions)} concept question{'s' * (len(questions) != 1)} ({', '.join(topics)}), "
             f"about {mmss(sum(budgets))} in all; each shows its own budget. Type skip to pass one "
             f"(it goes on your review list as a miss), q to end the round there.")
-    say(f"Round 2: coding — implement `{exercise}` in {coding_file.path}; graded with hidden tests, resubmit as often as you like.")
+    say(f"Round {2 if questions else 1}: coding — implement `{exercise}` in {coding_file.path}; graded with hidden "
+        "tests, resubmit as often as you like.")
+    say(score_rule(bool(questions)), "dim")
     say(f"At 0:00 the mock ends: a question on screen for {MIN_SEEN_S:g} s or more counts as a miss in your reviews, "
         "the rest as not answered, and your last saved file is graded if it changed. Ctrl-C asks whether "
         "to abandon; end of input (Ctrl-D) abandons.", "dim")
