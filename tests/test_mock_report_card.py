@@ -157,17 +157,21 @@ def test_the_card_brief_and_help_state_the_scoring_rule(tmp_path: Path, bank4: P
         ("restore+submit", [12, 1, 12], 12, 1),
         # anything else goes back to coding; done again does not ask twice about the same file
         ("wait", [12, 1], 1, 1),
+        # time runs out while the question is on screen: the last graded file stands
+        ("time-up", [12, 1], 1, 1),
     ],
 )
 def test_done_on_a_worse_file_asks_and_the_last_graded_file_counts(
         tmp_path: Path, bank4: Path, answer: str, graded: list, counted: int, asked: int) -> None:
     path = tmp_path / "work" / "attention.py"
-    reply: Any = write_into(path, "PASSES 12", "submit") if answer == "restore+submit" else answer
+    replies: dict[str, Any] = {"restore+submit": write_into(path, "PASSES 12", "submit"), "time-up": (45 * 60, "")}
+    reply = replies.get(answer, answer)
     steps = [write_into(path, "PASSES 12"), write_into(path, "PASSES 1", then="done"), reply, "done"]
     code, store, out, reader = sit(tmp_path, bank4, steps, grade=FileVerdict(), questions=0)
     report = last_report(store)["report"]
     subs = report["coding"]["submissions"]
     assert [s["passed"] for s in subs] == graded
+    assert last_report(store)["status"] == ("expired" if answer == "time-up" else "completed")
     assert report["score"] == pytest.approx(100 * 0.5 * counted / 15, abs=0.1)
     warning = "your submission #1 passed 12/15; this one passes 1/15 — the last one counts."
     assert " ".join(out.split()).count(warning) == asked
