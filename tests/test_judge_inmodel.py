@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -23,13 +24,41 @@ GOOD = {
 }
 
 
+# Right on every unit test, wrong only on the decoder's one-token decode steps: the unit
+# tests run before the child imports drill.reference, the in-model cases after.
+DECODE_ONLY_BUG = """
+import sys
+import torch
+from torch import nn
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        xf = x.float()
+        y = (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype) * self.weight
+        if "drill.reference.model" in sys.modules and x.dim() == 3 and x.shape[1] == 1:
+            y = y.flip(-1)
+        return y
+"""
+
+
 @pytest.fixture(scope="module")
-def results():
+def results(tmp_path_factory: pytest.TempPathFactory):
+    decode_only = tmp_path_factory.mktemp("inmodel") / "rmsnorm.py"
+    decode_only.write_text(DECODE_ONLY_BUG)
     with ChildPool() as pool:
         good = {ex: check_file(SOLUTIONS / ex / f, ex, 6, Limits(), pool=pool, in_model=True) for ex, f in GOOD.items()}
         bug = check_file(SOLUTIONS / "kv_cache" / "bug_kv_mask_top_left__tril_rectangle.py", "kv_cache", 6, Limits(),
                          pool=pool, in_model=True)
-    return good, bug
+        only = check_file(decode_only, "rmsnorm", 6, Limits(), pool=pool, in_model=True)
+        both = check_file(SOLUTIONS / "rope" / "bug_rope_sign_flipped__rotate_half.py", "rope", 6, Limits(), pool=pool,
+                          in_model=True)
+    return good, bug, only, both
 
 
 @pytest.mark.parametrize("exercise", list(GOOD))
@@ -58,3 +87,61 @@ def test_in_model_is_refused_for_exercises_without_a_slot(tmp_path: Path, monkey
     monkeypatch.setenv("DRILL_HOME", str(tmp_path))
     res = CliRunner().invoke(app, ["check", str(SOLUTIONS / "mha" / "good_head_loop.py"), "-e", "mha", "--in-model"])
     assert res.exit_code == 2 and "--in-model" in res.output
+    assert all(name in res.output for name in inmodel.SUPPORTED), res.output  # says where it does work
+    assert not (tmp_path / "progress.db").exists()  # refused before grading: no attempt recorded
+
+
+def test_help_names_the_exercises_in_model_supports(monkeypatch: pytest.MonkeyPatch) -> None:
+    from drill.judge.commands import IN_MODEL_EXERCISES
+
+    assert IN_MODEL_EXERCISES == inmodel.SUPPORTED  # the torch-free copy the help text uses
+    monkeypatch.setenv("COLUMNS", "300")
+    monkeypatch.setenv("NO_COLOR", "1")
+    out = " ".join(CliRunner().invoke(app, ["check", "--help"]).output.replace("│", " ").split())
+    assert "16 greedy tokens); for " + ", ".join(inmodel.SUPPORTED) + "." in out, out
+
+
+def test_token_divergence_is_named_by_step_not_by_id_difference(results) -> None:
+    only = results[2]
+    tokens = next(t for t in only.tests if t.in_model.endswith("greedy tokens"))
+    assert tokens.status == "fail"
+    assert re.fullmatch(r"greedy tokens diverge from the reference at step (\d+) of 16 \(got id \d+, expected \d+\)"
+                        r" in sequence \d of 2; \d+ of 32 generated tokens differ", tokens.message), tokens.message
+    assert tokens.max_abs is None and tokens.max_rel is None  # ids are not error sizes
+    numeric = [t.max_abs for t in only.tests if t.max_abs is not None]
+    assert only.max_abs == max(numeric) < 1  # the file-level error is the logits' and unit tests', not 89 - 3
+
+
+def test_in_model_only_failure_points_at_what_breaks_when_composed(results) -> None:
+    only = results[2]
+    assert [t.status for t in only.tests if not t.in_model] == ["pass"] * (only.total - 2)
+    assert only.diagnosis.id == "in_model_only"
+    fix = only.diagnosis.fix
+    assert "state kept between calls" in fix and "dtype" in fix and "device" in fix
+    assert "the unit tests pass, but inside the reference decoder: greedy tokens diverge" in only.diagnosis_detail
+
+
+def test_unit_diagnosis_says_which_failing_tests_are_in_model(results) -> None:
+    both = results[3]
+    failing_unit = sum(t.status != "pass" for t in both.tests if not t.in_model)
+    failing_in_model = sum(t.status != "pass" for t in both.tests if t.in_model)
+    assert both.diagnosis.id == "rope_sign_flipped" and failing_in_model == 2
+    matched = int(re.search(r"on (\d+) failing tests?", both.diagnosis_detail).group(1))
+    assert matched == failing_unit
+    assert both.diagnosis_detail.endswith(
+        f"the other {failing_in_model} failing tests are in-model cases (your component inside the reference decoder)")
+
+
+@pytest.mark.parametrize(("which", "line"), [
+    ("good", "in-model: logits ✓, 16 greedy tokens ✓"),
+    ("only", "in-model: logits ✓, 16 greedy tokens ✗"),
+])
+def test_panel_shows_the_decoder_run_in_one_line(results, which: str, line: str) -> None:
+    from rich.console import Console
+
+    from drill.judge.report import render
+
+    result = results[0]["rmsnorm"] if which == "good" else results[2]
+    console = Console(record=True, width=120, no_color=True)
+    render(result, console)
+    assert line in console.export_text()

@@ -33,6 +33,7 @@ class TestResult:
     max_rel: float | None = None
     detail: str = ""  # --verbose: inputs' shapes/dtypes, worst element
     short: str = ""  # one-line message for the compact report ("" -> message)
+    in_model: str = ""  # the in-model case's short label ("logits", "16 greedy tokens"); "" for a unit test
 
 
 @dataclass
@@ -230,6 +231,7 @@ def _grade(result: Result, spec: Any, cases: list, child: Any, outcome: Any, str
 
     from drill.judge.compare import Comparison, compare
     from drill.judge.diagnose import GENERIC, CaseEval, diagnose_cases, where
+    from drill.judge.inmodel_verdict import IN_MODEL_ONLY, compare_tokens, in_model_note, is_token_case
 
     result.output_tail = outcome.output_tail
     events = outcome.events
@@ -302,9 +304,12 @@ def _grade(result: Result, spec: Any, cases: list, child: Any, outcome: Any, str
             if case.derive is not None:  # a property check compares a quantity derived from the output
                 got = case.derive(got)
             ev.got = got
-            ev.forward = compare(
-                got, case.expected, tol_of(case), care=case.care, dtype=case.out_dtype, what=case.ctx.get("what", "output")
-            )
+            if is_token_case(case):  # token ids: the first diverging step, never an error size
+                ev.forward = compare_tokens(got, case.expected, int(case.args["ids"].shape[1]))
+            else:
+                ev.forward = compare(
+                    got, case.expected, tol_of(case), care=case.care, dtype=case.out_dtype, what=case.ctx.get("what", "output")
+                )
             if ev.forward.ok and case.wants_grads:
                 flag = saved.get("__grad_error__")
                 grad_msg = next((e.get("message") for e in events if e.get("event") == "grad_error" and e.get("case") == i), None)
@@ -341,11 +346,11 @@ def _grade(result: Result, spec: Any, cases: list, child: Any, outcome: Any, str
         if all(ev.passed for ev in unit):  # only the in-model run disagrees: no bug signature applies there
             ev = next(ev for ev in evals if not ev.passed)
             message = ev.forward.message if ev.forward is not None and not ev.forward.ok else ev.record.get("message", ev.status)
-            result.diagnosis = GENERIC["unknown"]
+            result.diagnosis = IN_MODEL_ONLY
             result.diagnosis_detail = f"the unit tests pass, but inside the reference decoder: {message} in test '{ev.case.name}'"
         else:
             verdict = diagnose_cases(spec, unit, tol_of)
-            result.diagnosis, result.diagnosis_detail = verdict.diagnosis, verdict.detail
+            result.diagnosis, result.diagnosis_detail = verdict.diagnosis, verdict.detail + in_model_note(evals)
             result.diagnosis_partial = verdict.partial
 
     result.advisories = _advisories(spec, cases, evals, outcome)
@@ -393,6 +398,14 @@ def _during(cases: list, running: int | None) -> str:
 
 
 def _test_result(ev: Any) -> Any:
+    from drill.judge.inmodel_verdict import label
+
+    result = _test_result_of(ev)
+    result.in_model = label(ev.case)
+    return result
+
+
+def _test_result_of(ev: Any) -> Any:
     case = ev.case
     detail = case.describe()
     if ev.status == "not_run":

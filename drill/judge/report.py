@@ -48,6 +48,9 @@ def render(result: Any, console: Console, *, verbose: bool = False) -> None:
     if result.tests and (verbose or result.status != "pass"):
         parts.append(_tests_verbose(result) if verbose else _tests_compact(result))
 
+    in_model = _in_model_line(result)
+    if in_model is not None:
+        parts.append(in_model)
     for line in getattr(result, "audit", []):
         parts.append(Text(line, style="cyan"))
     for note in result.advisories:
@@ -85,6 +88,25 @@ def _diagnosis(result: Any, d: Any) -> Text:
         diag.append("\n")
         diag.append(result.diagnosis_detail, style="dim")
     return diag
+
+
+def _in_model_line(result: Any) -> Text | None:
+    """'in-model: logits ✓, 16 greedy tokens ✓': the decoder run at a glance (None without --in-model).
+
+    A pass lists no tests, so without this line a passing --in-model run
+    would not show that the decoder run happened at all.
+    """
+    cases = [t for t in result.tests if getattr(t, "in_model", "")]
+    if not cases:
+        return None
+    line = Text("in-model: ")
+    for i, t in enumerate(cases):
+        if i:
+            line.append(", ")
+        ok = t.status == "pass"
+        line.append(f"{t.in_model} ")
+        line.append("✓" if ok else ("✗" if t.status in ("fail", "error") else "not run"), style=STYLE["pass" if ok else t.status])
+    return line
 
 
 def _tests_compact(result: Any) -> Group:
