@@ -165,3 +165,43 @@ def test_strict_turns_advisories_into_failure(home: Path, tmp_path: Path) -> Non
     assert relaxed["status"] == "pass" and any("printed" in a for a in relaxed["advisories"])
     res = run("check", str(chatty), "--json", "--seed", "4", "--strict")
     assert res.exit_code == 1 and json.loads(res.stdout)["status"] == "fail"
+
+
+def _help_text() -> str:
+    """`drill check --help` as one line of words (box drawing and wrapping removed)."""
+    return " ".join(run("check", "--help").output.replace("│", " ").split())
+
+
+def test_check_help_shows_bracketed_types_literally(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "300")
+    assert "advisories [str], audit [str]." in _help_text()  # Rich markup once swallowed the "[str]"
+
+
+@pytest.mark.parametrize(("typed", "canonical"), [
+    ("Attention", "attention"), ("KV-Cache", "kv_cache"), ("kv-cache", "kv_cache"), ("RMSNORM", "rmsnorm"),
+    (" rope ", "rope"),
+])
+def test_exercise_names_ignore_case_and_dashes(home: Path, tmp_path: Path, typed: str, canonical: str) -> None:
+    res = run("start", typed, str(tmp_path / "ws"))
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "ws" / f"{canonical}.py").is_file()
+    first = run("hint", typed)
+    assert first.exit_code == 0 and "Hint 1/" in first.output
+    assert "Hint 2/" in run("hint", canonical).output  # remembered under the canonical name
+
+
+def test_exercise_option_ignores_case(home: Path) -> None:
+    res = run("check", str(GOOD), "--exercise", "RMSNorm", "--json", "--seed", "3")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["exercise"] == "rmsnorm"
+    assert run("check", str(GOOD), "-e", "RMS-Norm").exit_code == 2  # a different name, not a spelling of one
+
+
+@pytest.mark.parametrize("inside", ["", "sub/deeper"])
+def test_start_into_a_file_says_it_is_not_a_folder(home: Path, tmp_path: Path, inside: str) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("keep me\n")
+    res = run("start", "rope", str(afile / inside) if inside else str(afile))
+    assert res.exit_code == 2
+    assert res.stderr.strip() == f"error: {afile} is a file, not a folder"
+    assert afile.read_text() == "keep me\n"

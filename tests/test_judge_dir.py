@@ -70,3 +70,13 @@ def test_dir_usage_errors(tmp_path: Path, workdir: Path) -> None:
 def test_expand_deduplicates_and_keeps_order(workdir: Path) -> None:
     items = expand([workdir, workdir / "rope.py"], None)
     assert [p.name for p, _ in items] == ["rope.py", "gqa.py", "kv_cache.py"]
+
+
+def test_a_folder_with_one_exercise_file_still_ends_with_the_table(workdir: Path) -> None:
+    for name in ("kv_cache.py", "gqa.py"):
+        (workdir / name).unlink()
+    res = CliRunner().invoke(app, ["check", str(workdir), "--seed", "4"])
+    assert res.exit_code == 0, res.output
+    assert "1/1 passed" in res.output and "diagnosis / advisories" in res.output
+    alone = CliRunner().invoke(app, ["check", str(workdir / "rope.py"), "--seed", "4"])
+    assert alone.exit_code == 0 and "1/1 passed" not in alone.output  # a file named alone: its panel only

@@ -6,6 +6,10 @@ import os
 import shutil
 from pathlib import Path
 
+import pytest
+from typer.testing import CliRunner
+
+from drill.cli import app
 from drill.judge.check import check_file
 from drill.judge.runner import ChildPool, Limits
 from drill.judge.watch import watch
@@ -85,3 +89,68 @@ def test_watch_regrades_a_real_check_after_the_fix(tmp_path: Path) -> None:
 
         watch([f], grade, poll_s=0.1, debounce_s=0.2, max_rounds=2, sleep=t.sleep, clock=t.clock)
     assert verdicts == ["rope_sign_flipped", "pass"]
+
+
+@pytest.mark.parametrize(("script", "missing_at", "grades"), [
+    # deleted and left gone: reported once, after the debounce; graded again when it is back
+    ({1.0: "unlink", 3.0: "restore"}, [1.2], 2),
+    # an atomic save (gone for 0.1 s, under the debounce): no notice, one grading
+    ({1.0: "unlink", 1.1: "restore"}, [], 2),
+    # gone twice: a notice each time
+    ({1.0: "unlink", 2.0: "restore", 3.0: "unlink", 4.0: "restore"}, [1.2, 3.2], 3),
+])
+def test_a_deleted_file_is_reported_once_per_disappearance(tmp_path: Path, script: dict, missing_at: list, grades: int) -> None:
+    f = tmp_path / "rope.py"
+    _touch(f, "x", 1_000_000_000)
+    actions = {"unlink": f.unlink, "restore": lambda: _touch(f, "y" * int(t.now * 10), int(t.now * 1e9) + 7)}
+    t = FakeTime({at: actions[what] for at, what in script.items()})
+    graded: list[float] = []
+    missing: list[tuple[float, str]] = []
+    watch([f], lambda changed: graded.append(t.now), poll_s=0.1, debounce_s=0.2, sleep=t.sleep, clock=t.clock,
+          stop=lambda: t.now >= 6, on_missing=lambda p: missing.append((t.now, p.name)))
+    assert len(graded) == grades
+    assert [name for _, name in missing] == ["rope.py"] * len(missing_at)
+    assert all(abs(at - want) < 0.15 for (at, _), want in zip(missing, missing_at)), missing
+
+
+def _fake_watch(*steps: str):
+    """A stand-in for watch(): grade / report the file missing / Ctrl-C, in the given order."""
+
+    def fake(paths, grade, on_idle=None, on_missing=None, **kwargs):
+        for step in steps:
+            if step == "grade":
+                grade(list(paths))
+            elif step == "missing":
+                on_missing(paths[0])
+        raise KeyboardInterrupt
+
+    return fake
+
+
+@pytest.mark.parametrize(("solution", "steps", "code", "shown"), [
+    ("rmsnorm/good_rsqrt.py", ("grade",), 0, "PASS"),
+    ("rmsnorm/bug_rms_eps_outside_sqrt__sqrt_plus_eps.py", ("grade",), 1, "FAIL"),
+    ("rmsnorm/good_rsqrt.py", (), 130, "stopped watching"),  # Ctrl-C before any verdict: interrupted, not failed
+    ("rmsnorm/good_rsqrt.py", ("grade", "missing"), 0, "rmsnorm.py deleted — waiting for it to come back"),
+])
+def test_watch_cli_exit_codes_and_notices(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, solution: str,
+                                          steps: tuple, code: int, shown: str) -> None:
+    import drill.judge.watch as watch_mod
+
+    monkeypatch.setenv("DRILL_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.setattr(watch_mod, "watch", _fake_watch(*steps))
+    f = tmp_path / "rmsnorm.py"
+    shutil.copy(SOLUTIONS / solution, f)
+    res = CliRunner().invoke(app, ["check", str(f), "--watch", "--seed", "2"])
+    assert res.exit_code == code, res.output
+    assert shown in res.output
+
+
+def test_watch_help_says_what_is_and_is_not_watched(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "300")
+    out = " ".join(CliRunner().invoke(app, ["check", "--help"]).output.replace("│", " ").split())
+    for phrase in ("130 if none was shown yet", "a file deleted while watched is waited for",
+                   "a file missing at the start is refused (exit 2)", "is not picked up"):
+        assert phrase in out, phrase

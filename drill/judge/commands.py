@@ -22,6 +22,12 @@ from rich.text import Text
 from drill.cliutil import EXIT_FAIL, EXIT_USAGE, err_console, fail_usage, user_errors
 from drill.errors import UserError
 
+# Exercises with a slot in the reference decoder for --in-model. A copy of
+# drill.judge.inmodel.SUPPORTED (that module imports torch; --help must not):
+# tests/test_judge_inmodel.py keeps the two equal.
+IN_MODEL_EXERCISES = ("attention", "rmsnorm", "swiglu", "rope", "gqa", "kv_cache")
+EXIT_INTERRUPTED = 130  # Ctrl-C before --watch showed any verdict
+
 CHECK_HELP = """Grade your implementation of an exercise with hidden tests.
 
 The exercise comes from the file name (attention.py) or --exercise. A folder
@@ -32,15 +38,20 @@ advisory audit (K/V memory; decode-step work), which fails only with
 --strict. Exit code: 0 all passed, 1 a test failed or your code errored,
 2 usage error, a file Python cannot decode, or an attempt the progress store
 could not save (the verdict is still shown, then one error line); with
---watch: the last verdict's code after Ctrl-C.
+--watch: the last verdict's code after Ctrl-C, 130 if none was shown yet.
+
+--watch polls the files given when it starts: a file deleted while watched
+is waited for and graded again when it comes back, but a file missing at
+the start is refused (exit 2), and a new file saved into a watched folder
+is not picked up (start --watch again to include it).
 
 The panel lists at most 4 failing tests; --verbose shows every test with its
 inputs. --json prints one JSON document (an object for one file, a list for
 several) with every test: exercise, file, status (pass|fail|error), seed,
 elapsed_s, tests_passed, tests_total, max_abs_err, max_rel_err (max |diff| /
 max |expected|), tests [{name, status, message, max_abs_err, max_rel_err}],
-diagnosis {id, title, why, fix, detail, partial} or null, advisories [str],
-audit [str]. See drill/judge/README.md.
+diagnosis {id, title, why, fix, detail, partial} or null, advisories \\[str],
+audit \\[str]. See drill/judge/README.md.
 """
 
 
@@ -48,7 +59,7 @@ def register(app: typer.Typer) -> None:
     @app.command(help=CHECK_HELP)
     def check(
         files: list[Path] = typer.Argument(..., help="Your solution file(s), or a folder: every <exercise>.py in it is graded."),
-        exercise: Optional[str] = typer.Option(None, "--exercise", "-e", help="Exercise name, if the file is not named after it."),
+        exercise: Optional[str] = typer.Option(None, "--exercise", "-e", help="Exercise name (any case, - or _), if the file is not named after it."),
         seed: Optional[int] = typer.Option(None, "--seed", help="Replay the hidden tests of an earlier run."),
         json_out: bool = typer.Option(False, "--json", help="Print one JSON document instead of panels."),
         verbose: bool = typer.Option(False, "--verbose", "-v", help="Show every test, failing inputs' shapes/dtypes, worst elements."),
@@ -56,7 +67,8 @@ def register(app: typer.Typer) -> None:
         cpu_time: float = typer.Option(60.0, "--cpu-time", help="CPU-time limit of the graded process (includes importing torch), seconds.", min=1.0),
         memory_mb: int = typer.Option(2048, "--memory-mb", help="Memory limit of the graded process, MB.", min=300),
         strict: bool = typer.Option(False, "--strict", help="Advisories fail the check too."),
-        in_model: bool = typer.Option(False, "--in-model", help="Also run your component inside the reference decoder (logits + 16 greedy tokens)."),
+        in_model: bool = typer.Option(False, "--in-model", help="Also run your component inside the reference decoder (logits + 16 greedy tokens); for "
+        + ", ".join(IN_MODEL_EXERCISES) + "."),
         no_audit: bool = typer.Option(False, "--no-audit", help="Skip the advisory memory/work audits (gqa, kv_cache)."),
         watch_mode: bool = typer.Option(False, "--watch", help="Re-grade on every save until Ctrl-C."),
         jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Files graded at once (default: min(4, CPU cores)).", min=1),
@@ -66,14 +78,18 @@ def register(app: typer.Typer) -> None:
 
         limits = Limits(timeout_s=timeout, cpu_s=cpu_time, memory_mb=memory_mb)
         with user_errors():  # every usage problem is reported before any grading starts
-            items = expand(files, exercise)
+            items = expand(files, canonical_exercise(exercise, graded=True) if exercise is not None else None)
             if watch_mode and json_out:
                 raise UserError("--watch and --json cannot be combined")
+            if in_model:
+                _check_in_model(items)
+        # A folder always ends with its summary table, even when it holds one exercise file.
+        summary = len(items) > 1 or any(f.is_dir() for f in files)
         opts = {"seed": seed, "limits": limits, "strict": strict, "in_model": in_model, "audit": not no_audit}
         out = Console(highlight=False)
         if watch_mode:
             raise typer.Exit(_watch(items, opts, out, verbose))
-        results = _grade_items(items, opts, out, verbose=verbose, quiet=json_out, jobs=jobs)
+        results = _grade_items(items, opts, out, verbose=verbose, quiet=json_out, jobs=jobs, summary=summary)
         if json_out:
             from drill.judge.report import to_json
 
@@ -132,6 +148,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Show an exercise's hints, one more each time you ask (they get more revealing)."""
         with user_errors():
+            name = canonical_exercise(name)  # `Attention`, `kv-cache`: stored under the canonical name
             hints = load_hints(name)
             if n is not None and not 1 <= n <= len(hints):
                 raise UserError(f"hint number must be 1..{len(hints)} for {name}, got {n}")
@@ -168,13 +185,32 @@ def _run_check(f: Path, exercise: str | None, opts: dict, quiet: bool, pool=None
     return check_file(f, exercise, pool=pool, **opts)
 
 
-def _grade_items(items: list, opts: dict, out: Console, *, verbose: bool, quiet: bool, jobs: int | None = None) -> list:
-    """Grade one file (a panel) or several (concurrently; panels for the failures, then one summary table)."""
+def _check_in_model(items: list) -> None:
+    """Refuse --in-model up front for a lone file of an exercise without a decoder slot.
+
+    With several files it applies to those that have one (a folder of every
+    exercise stays gradable); a single file of another exercise is a usage error.
+    """
+    from drill.judge.registry import resolve_exercise
+
+    if len(items) == 1:
+        name = resolve_exercise(*items[0])
+        if name not in IN_MODEL_EXERCISES:
+            raise UserError(f"--in-model is available for {', '.join(IN_MODEL_EXERCISES)}; not for {name}", str(items[0][0]))
+
+
+def _grade_items(
+    items: list, opts: dict, out: Console, *, verbose: bool, quiet: bool, jobs: int | None = None, summary: bool = False
+) -> list:
+    """Grade one file (a panel) or several (concurrently; panels for the failures, then one summary table).
+
+    `summary` forces the table for a single file too (it came from a folder).
+    """
     import time
 
     from drill.judge.report import render
 
-    if len(items) == 1:
+    if len(items) == 1 and not summary:
         f, ex = items[0]
         with user_errors():
             result = _run_check(f, ex, opts, quiet)
@@ -235,13 +271,18 @@ def _watch(items: list, opts: dict, out: Console, verbose: bool) -> int:
         def idle() -> None:
             out.print(f"[dim]watching {len(items)} file{'s' if len(items) != 1 else ''} — save to re-grade, Ctrl-C to stop[/]")
 
+        def missing(f: Path) -> None:  # its last panel is stale now: say so, keep waiting
+            out.print(Text(f"{f} deleted — waiting for it to come back", style="dim"))
+
         try:
-            watch(list(exercise_of), grade, on_idle=idle)
+            watch(list(exercise_of), grade, on_idle=idle, on_missing=missing)
         except KeyboardInterrupt:
             out.print("[dim]stopped watching[/]")
+    if not last:  # stopped before any verdict: an interruption, not a failure
+        return EXIT_INTERRUPTED
     if not all(saved):
         return EXIT_USAGE
-    return 0 if last and all(r.status == "pass" for r in last.values()) else EXIT_FAIL
+    return 0 if all(r.status == "pass" for r in last.values()) else EXIT_FAIL
 
 
 def _record(results: list) -> bool:
@@ -295,14 +336,29 @@ def store_errors() -> Iterator[None]:
         ) from exc
 
 
+def canonical_exercise(name: str, *, graded: bool = False) -> str:
+    """An exercise name as typed (`Attention`, `kv-cache`, `KV_Cache`) -> its canonical form, when one matches.
+
+    Quiz filters ignore case, so exercise names do too. A name that matches
+    nothing is returned unchanged, for the caller's "unknown exercise" message.
+    """
+    from drill.judge.registry import exercise_names, graded_names
+
+    canon = name.strip().lower().replace("-", "_")
+    return canon if canon in (graded_names() if graded else exercise_names()) else name
+
+
 def start_exercise(name: str, directory: Path, *, force: bool = False) -> Path:
     """Copy the starter file of `name` into `directory`; never overwrite without force."""
     from drill.judge.registry import check_known
     from drill.paths import exercises_dir
 
-    check_known(name)
+    name = check_known(canonical_exercise(name))
     src = exercises_dir() / f"{name}.py"
     dest = directory / f"{name}.py"
+    blocker = next((p for p in (directory, *directory.parents) if p.exists()), None)
+    if blocker is not None and not blocker.is_dir():  # mkdir would say "File exists" / "Not a directory"
+        raise UserError(f"{blocker} is a file, not a folder")
     if dest.exists() and not force:
         raise UserError("already exists; pass --force to overwrite it", str(dest))
     try:
@@ -320,7 +376,7 @@ def load_hints(name: str) -> list[str]:
     from drill.judge.registry import check_known
     from drill.paths import exercises_dir
 
-    check_known(name)
+    name = check_known(canonical_exercise(name))
     path = exercises_dir() / f"{name}.hints.yaml"
     if not path.is_file():
         raise UserError(f"no hints for {name}", str(path))
