@@ -134,4 +134,36 @@ def test_a_two_size_ladder_says_why_there_is_no_exponent() -> None:
     assert res.exit_code == 0, res.output
     out = res.stdout
     assert "growth (least squares on log time vs log T)" in out.splitlines()  # one line, not wrapped
-    assert "needs at least 3 sizes; this run measured 2" in " ".join(out.split())
+    assert "needs at least 3 sizes; this run measured 2: --max-size stopped the ladder; raise --max-size" in " ".join(out.split())
+    assert "ladder stopped at --max-size 256 (the ladder goes on to T=2048)" in " ".join(out.split())
+
+
+def test_json_fields_match_the_schema_help_and_readme(kv_runs) -> None:
+    """One list of fields (drill.bench.schema): the real document, --help and the README all follow it."""
+    from drill.bench import schema
+
+    doc = kv_runs["good"]
+    assert tuple(doc) == schema.TOP_FIELDS
+    for s in doc["sizes"]:
+        assert tuple(s) == schema.SIZE_FIELDS
+        for r in s["results"].values():
+            assert tuple(r) == schema.RESULT_FIELDS
+    help_text = " ".join(runner.invoke(app, ["bench", "--help"], env={"COLUMNS": "200"}).stdout.split())
+    readme = (Path(__file__).parents[1] / "drill" / "bench" / "README.md").read_text(encoding="utf-8")
+    block = readme.split("## `--json`", 1)[1].split("```", 2)[1]
+    for name in (*schema.TOP_FIELDS, *schema.SIZE_FIELDS, *schema.RESULT_FIELDS):
+        assert re.search(rf"\b{name}\b", help_text), f"--help does not list {name}"
+        assert re.search(rf"\b{name}\b", block), f"README's --json block does not list {name}"
+    assert "a size predicted past --timeout" in help_text
+
+
+def test_a_short_timeout_stops_the_ladder_cleanly_before_a_size_that_would_not_fit() -> None:
+    """--timeout 2: the small sizes run; the size that would not fit is skipped (exit 0), never killed."""
+    res = bench(str(GOOD_ATTENTION), "--exercise", "attention", "--timeout", "2", "--json", "--seed", "4")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["cut_short"] is False and doc["stop_reason"] == "timeout", doc["stopped"]
+    assert 2 <= len(doc["sizes"]) < 5
+    nxt = 2 * doc["sizes"][-1]["size"]
+    assert re.fullmatch(rf"stopped before T={nxt}: predicted ~[\d.]+ s with only [\d.]+ s of --timeout 2 s left",
+                        doc["stopped"]), doc["stopped"]

@@ -108,3 +108,39 @@ def test_reference_calls_run_at_the_smallest_size(exercise: str) -> None:
         outs = [wl.reference(ref, impl, x, dims)() for impl in ("fused", "math")]
     assert outs[0].shape == outs[1].shape
     torch.testing.assert_close(outs[0], outs[1], atol=1e-4, rtol=1e-4)
+
+
+# One size of attention on CPU from a QA run (T=1024): median seconds per call, and timed repetitions.
+QA_T1024 = {"learner": (0.01785, 7), "fused": (0.01304, 19), "math": (0.01840, 7)}
+QA_T1024_ELAPSED = 0.677  # wall seconds of that size; T=2048 then took 1.96 s
+
+
+def _planned(per_call: dict[str, float], scale: float, target_s: float, extra: int) -> float:
+    """What the child will run at the next size: per implementation, extra + choose_reps calls of one scaled call."""
+    return sum(t * scale * (extra + stats.choose_reps(t * scale, target_s)) for t in per_call.values())
+
+
+@pytest.mark.parametrize("extra", [2, 3])
+@pytest.mark.parametrize("growth", [1.0, 2.0])
+def test_predicted_wall_counts_the_calls_the_next_size_will_make(extra: int, growth: float) -> None:
+    per_call = {impl: m for impl, (m, _) in QA_T1024.items()}
+    got = stats.predict_size_wall(per_call, {impl: growth for impl in per_call}, 1024, 2048, 0.25,
+                                  overhead_s=0.05, extra_calls=extra)
+    scale = 2.0**growth
+    assert got == pytest.approx(_planned(per_call, scale, 0.25, extra) + 0.05 * scale)
+
+
+def test_predicted_wall_is_not_the_last_size_scaled_when_repetitions_shrink() -> None:
+    """The bug: 0.677 s x 2^2 = 2.7 s predicted for T=2048 (which took 1.96 s), and 4 s on a busier run."""
+    per_call = {impl: m for impl, (m, _) in QA_T1024.items()}
+    explained = sum(m * (2 + reps) for m, reps in QA_T1024.values())
+    got = stats.predict_size_wall(per_call, dict.fromkeys(per_call, 2.0), 1024, 2048, 0.25,
+                                  overhead_s=QA_T1024_ELAPSED - explained)
+    assert 0.9 < got < 1.96 < QA_T1024_ELAPSED * 4  # T=2048 runs 3-4 timed calls each, not 7-19
+
+
+def test_predicted_wall_uses_each_implementations_own_growth_and_skips_none() -> None:
+    slow = stats.predict_size_wall({"learner": 0.001}, {"learner": 3.0}, 100, 200, 0.25)
+    fast = stats.predict_size_wall({"learner": 0.001}, {"learner": 1.0}, 100, 200, 0.25)
+    assert slow == pytest.approx(0.008 * (2 + 25)) and fast == pytest.approx(0.002 * (2 + 25))
+    assert stats.predict_size_wall({}, {}, 100, 200, 0.25, overhead_s=0.1) == pytest.approx(0.1)
