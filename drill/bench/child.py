@@ -464,8 +464,9 @@ def main() -> None:  # noqa: C901 - one linear script, split would only scatter 
                 break
             if guess * TIMEOUT_MARGIN > left:
                 record({"event": "stop", "size": nxt, "reason": "timeout",
-                        "message": f"stopped before {wl.size_label}={nxt}: predicted ~{guess:.1f} s with only "
-                                   f"{max(left, 0.0):.1f} s of --timeout {float(job['timeout_s']):g} s left"})
+                        "message": f"stopped before {wl.size_label}={nxt}: predicted ~{guess:.1f} s, "
+                                   + ("more than" if guess > left else "too close to")
+                                   + f" the {max(left, 0.0):.1f} s left of --timeout {float(job['timeout_s']):g} s"})
                 break
     signal.setitimer(signal.ITIMER_REAL, 0)
     done = {"event": "done", "host_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
