@@ -163,7 +163,7 @@ def test_a_short_timeout_stops_the_ladder_cleanly_before_a_size_that_would_not_f
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     assert doc["cut_short"] is False and doc["stop_reason"] == "timeout", doc["stopped"]
-    assert 2 <= len(doc["sizes"]) < 5
+    assert 1 <= len(doc["sizes"]) < 5  # how many fit depends on the machine; that none is killed does not
     nxt = 2 * doc["sizes"][-1]["size"]
     assert re.fullmatch(rf"stopped before T={nxt}: predicted ~[\d.]+ s, (more than|too close to) the [\d.]+ s left of --timeout 2 s",
                         doc["stopped"]), doc["stopped"]
