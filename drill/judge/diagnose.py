@@ -55,6 +55,13 @@ GENERIC: dict[str, Diagnosis] = {
                   "Keep every step in differentiable torch ops; no .detach(), torch.no_grad() or NumPy round trips."),
         Diagnosis("half_nonfinite", "NaN/inf in half precision", "With fp16/bf16 inputs the result has NaN or inf where the fp32 reference is finite.",
                   "Compute the sensitive steps (sums, exp, fills) in fp32 or with dtype-aware constants, then cast back."),
+        Diagnosis("state_between_calls", "State kept between calls",
+                  "Your code keeps state between calls: a second call with the same shapes but different inputs "
+                  "returned a result computed (at least partly) from an earlier call's inputs. Typically a cache "
+                  "keyed on the shape (T, d_head, ...) but not on the positions or values it was computed from.",
+                  "Make the output a function of this call's arguments only: drop the cache, or key it on everything "
+                  "its value depends on (a cache of inv_freq keyed on d_head/base/device is fine; cos/sin depend on "
+                  "the positions themselves)."),
         Diagnosis("unknown", "Mismatch with the reference", "The output differs from the reference and matches none of the known mistakes.",
                   "Compare by hand on the worst element shown; rerun with --seed and --verbose."),
     ]
@@ -124,6 +131,9 @@ def diagnose_cases(spec: Spec, evals: list[CaseEval], tolerance_of: Any) -> Verd
             if needle in message:
                 return Verdict(diagnosis, f"{ev.record.get('type')}: {message}{where(ev.record)} in test '{ev.case.name}'")
 
+    state = state_failure(evals)
+    if state is not None:
+        return state
     tensor_evals = [ev for ev in evals if ev.status == "ok" and ev.forward is not None and ev.forward.reason != "shape"]
     bug = match_bug(spec, tensor_evals, tolerance_of)
     if bug is not None:
@@ -205,6 +215,32 @@ def probe_failure(evals: list[CaseEval]) -> Verdict | None:
         probes.pop(),
         f"{what} in test '{ev.case.name}'; every other test passes"
         + (f" ({n} tests of this kind fail)" if n > 1 else ""),
+    )
+
+
+def state_failure(evals: list[CaseEval]) -> Verdict | None:
+    """`state_between_calls` when the only failures are repeat-call probes with wrong values.
+
+    A probe (`Case.repeat`) is an ordinary input form, already graded fresh by
+    other tests, called right after a first call with other inputs of the same
+    shapes. If every other test passes and the probes return the right shape
+    and dtype but wrong values, the second call was answered from state the
+    first call left behind. Checked before the bug variants: those model a
+    stateless mistake, and one may happen to reproduce a stale value.
+    """
+    failing = [ev for ev in evals if not ev.passed]
+    if not failing or len(failing) == len(evals):
+        return None
+    for ev in failing:
+        if ev.case.repeat is None or ev.status != "ok" or ev.forward is None or ev.forward.reason not in ("values", "nonfinite"):
+            return None
+    ev = failing[0]
+    n = len(failing)
+    return Verdict(
+        GENERIC["state_between_calls"],
+        f"test '{ev.case.name}' calls your code twice with same-shaped inputs and grades the second call: "
+        f"{ev.forward.message}; every test that calls it once passes"
+        + (f" ({n} such tests fail)" if n > 1 else ""),
     )
 
 

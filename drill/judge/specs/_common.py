@@ -103,3 +103,23 @@ def reference_with_grads(case: Case, forward: Callable[..., torch.Tensor]) -> tu
 
 def tolerance_for(case: Case) -> Tolerance:
     return TOLERANCES[case.ctx.get("dtype", "float32")]
+
+
+def repeat_probe(case: Case, first: dict[str, Any]) -> Case:
+    """Make `case` a repeat-call probe: `first` is called before it on the same function/module.
+
+    `first` holds the same argument names, shapes and dtypes as `case.args`
+    and other values (scalars such as rope's base stay equal): code that
+    caches anything keyed on shapes alone answers the graded call from the
+    first call's inputs. Only the second call is graded; see
+    `diagnose.state_failure` for the verdict when only these probes fail.
+    """
+    for name, value in case.args.items():
+        other = first.get(name)
+        if isinstance(value, torch.Tensor):
+            assert isinstance(other, torch.Tensor) and other.shape == value.shape and other.dtype == value.dtype, name
+            assert not torch.equal(other, value) or name == "mask", name
+        else:
+            assert other == value, name
+    case.repeat = dict(first)
+    return case

@@ -63,6 +63,7 @@ def replay(
     scale: float | None = None,
     scale_after: bool = False,
     strided: bool = False,
+    stale: str | None = None,
 ) -> Tensor:
     """The chain case's chosen output as the buggy code computes it (fp32).
 
@@ -73,6 +74,8 @@ def replay(
     (raw keys cached, the whole cache rotated at 0..T_total-1 on every call).
     scale_after: unscaled softmax, probabilities divided by sqrt(d_head) (= the attention output divided).
     strided: heads split (and merged) as (d_head, heads): head h reads every heads-th feature.
+    stale: a RoPE cos/sin cache keyed without the positions; the key of ctx["stale"] (see
+    `annotate_stale`) giving, per call, the positions whose angles the cache returns.
     """
     from drill.reference.attention import sdpa
 
@@ -82,11 +85,14 @@ def replay(
     x = a["x"].float()
     past = (a["past_k"].float(), a["past_v"].float()) if extra.get("past") else None
     outs, start = [], 0
-    for n in extra["calls"]:
+    stale_positions = ctx["stale"][stale] if stale else None
+    for i, n in enumerate(extra["calls"]):
         xc = x[:, start : start + n]
         q, k, v = (split_heads(F.linear(xc, w), n_h, strided) for w, n_h in ((wq, h), (wk, h_kv), (wv, h_kv)))
         t_past = 0 if past is None else past[0].shape[2]
         pos = torch.arange(n) if restart else torch.arange(t_past, t_past + n)
+        if stale_positions is not None:
+            pos = stale_positions[i]
         q, k_rot = _rope(q, pos, base), _rope(k, pos, base)
         if rope_v:
             v = _rope(v, pos, base)
@@ -116,6 +122,46 @@ def replay(
         past = (cache_k, v_all)
         start += n
     return {"out": torch.cat(outs, dim=1), "k": past[0], "v": past[1]}[extra["returns"]]
+
+
+# How a RoPE cache keyed without the positions can be keyed: (label, fields of the key, whether it
+# lives for the whole run (module level) or for one module instance). The child runs the cases in
+# order in one process, so a module-level cache carries angles from one case to the next.
+STALE_KEYS = (
+    ("RoPE cos/sin cached at module level per (T_new, d_head, base), not per position", ("n", "dh", "base"), True),
+    ("RoPE cos/sin cached at module level per (T_new, d_head), not per position", ("n", "dh"), True),
+    ("RoPE cos/sin cached at module level per (T_new, d_head, base, dtype), not per position",
+     ("n", "dh", "base", "dtype"), True),
+    ("RoPE cos/sin cached on the module per T_new, not per position", ("n",), False),
+)
+
+
+def annotate_stale(cases: list[Case]) -> None:
+    """ctx["stale"][key name] = per call, the positions a shape-keyed RoPE cache would return.
+
+    Simulates the cache over the cases in the order the child runs them:
+    the first call with a given key stores its own positions, every later
+    call with that key gets them back.
+    """
+    for name, fields, whole_run in STALE_KEYS:
+        table: dict = {}
+        for case in cases:
+            if not whole_run:
+                table = {}
+            ctx, extra = case.ctx, case.extra
+            dh = case.init[0] // ctx["n_heads"]
+            t_past = case.args["past_k"].shape[2] if extra.get("past") else 0
+            got = []
+            for n in extra["calls"]:
+                values = {"n": n, "dh": dh, "base": ctx["base"], "dtype": ctx["dtype"]}
+                key = tuple(values[f] for f in fields)
+                got.append(table.setdefault(key, torch.arange(t_past, t_past + n)))
+                t_past += n
+            ctx.setdefault("stale", {})[name] = got
+
+
+def stale_rope(key: str):
+    return lambda case: replay(case, stale=key)
 
 
 KV_VARIANTS = [

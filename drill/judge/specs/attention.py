@@ -16,7 +16,7 @@ import torch
 
 from drill.judge.spec import FORBIDDEN_ATTENTION, FORBIDDEN_ATTENTION_CLASSES, Bug, Case, Spec
 from drill.judge.specs._attention_bugs import ATTENTION_VARIANTS, D, _fitted_scale, _guard, attend, named_scales
-from drill.judge.specs._common import TOLERANCES, Draw, reference_with_grads
+from drill.judge.specs._common import TOLERANCES, Draw, reference_with_grads, repeat_probe
 
 TARGET = "scaled_dot_product_attention"
 
@@ -131,7 +131,26 @@ def make_cases(seed: int) -> list[Case]:
         _case("fp32 single query (T_q=1) with padding mask", d.normal(3, 2, 1, 8), d.normal(3, 2, tk, 8),
               d.normal(3, 2, tk, 8), pad, draw=d, grads=True)
     )
-    return cases + _mask_shape_cases(d)
+    return cases + _mask_shape_cases(d) + [_repeat_case(d)]  # each drawn after the ones before
+
+
+def _repeat_case(d: Draw) -> Case:
+    """Two calls with the same shapes (q, k, v and a (B,1,1,T_k) padding mask), the second graded.
+
+    A bias or mask cache keyed on the shape answers the second call with the first call's mask.
+    """
+    tq, tk, dk = d.int(3, 6), d.int(5, 9), d.choice([8, 16])
+
+    def draw() -> dict:
+        pad = torch.ones(2, 1, 1, tk, dtype=torch.bool)
+        for b in range(2):
+            pad[b, ..., tk - d.int(1, tk // 2):] = False
+        return {"q": d.normal(2, 2, tq, dk), "k": d.normal(2, 2, tk, dk), "v": d.normal(2, 2, tk, dk), "mask": pad}
+
+    first, second = draw(), draw()
+    case = _case(f"repeat call: two calls with (2,2,{tq},{dk}) queries, {tk} keys and padding masks, second graded",
+                 second["q"], second["k"], second["v"], second["mask"])
+    return repeat_probe(case, first)
 
 
 def _mask_shape_cases(d: Draw) -> list[Case]:

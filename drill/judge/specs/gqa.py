@@ -32,7 +32,7 @@ from drill.judge.specs._attention_bugs import (
     shape_scales,
     split_heads,
 )
-from drill.judge.specs._common import DTYPES, TOLERANCES, Draw, reference_with_grads
+from drill.judge.specs._common import DTYPES, TOLERANCES, Draw, reference_with_grads, repeat_probe
 
 TARGET = "GroupedQueryAttention"
 PROJ = ("q_proj", "k_proj", "v_proj", "o_proj")
@@ -96,7 +96,16 @@ def make_cases(seed: int) -> list[Case]:
         _case(d, "fp32 GQA n_heads=8, n_kv_heads=4, large logits (~1e3)", 2, T(), 8, 4, 8, scale=30.0),
         _case(d, "fp16 GQA n_heads=4, n_kv_heads=2", 2, T(), 4, 2, 16, dtype="float16"),
         _case(d, "bf16 GQA n_heads=8, n_kv_heads=2", 2, T(), 8, 2, 8, dtype="bfloat16"),
+        _repeat_case(d, T()),  # drawn last: the cases above are unchanged for a seed
     ]
+
+
+def _repeat_case(d: Draw, t: int) -> Case:
+    """The same module instance called first on other inputs of the same shape; second call graded."""
+    first = d.normal(2, t, 32)
+    case = _case(d, f"repeat call: the same module called twice on (2,{t},32) inputs, n_heads=4, n_kv_heads=2",
+                 2, t, 4, 2, 8)
+    return repeat_probe(case, {"x": first})
 
 
 def _weights(case: Case, dtype=torch.float32) -> list[torch.Tensor]:

@@ -30,7 +30,18 @@ import torch
 from drill.judge.spec import FORBIDDEN_ATTENTION, FORBIDDEN_ATTENTION_CLASSES, Bug, Case, Spec
 from drill.judge.specs._attention_bugs import D as AD
 from drill.judge.specs._common import DTYPES, TOLERANCES, Draw, reference_with_grads
-from drill.judge.specs._kv_bugs import KD, KV_VARIANTS, heads_strided, missing_scale, replay, scale_after_softmax
+from drill.judge.diagnose import GENERIC
+from drill.judge.specs._kv_bugs import (
+    KD,
+    KV_VARIANTS,
+    STALE_KEYS,
+    annotate_stale,
+    heads_strided,
+    missing_scale,
+    replay,
+    scale_after_softmax,
+    stale_rope,
+)
 
 TARGET = "CachedSelfAttention"
 KIND_CHAIN = "chain"
@@ -114,6 +125,7 @@ def make_cases(seed: int) -> list[Case]:
     # finfo(float32).min mask fill overflows, and where the cache must stay in the input dtype.
     cases += _scenario(d, "prompt, a chunk, then tokens", h=4, h_kv=2, dh=16, calls=[d.int(3, 5), 2, 1, 1],
                        returns=("out", "k", "v"), dtype="float16")
+    annotate_stale(cases)  # for the stale-RoPE-cache variants (state_between_calls); draws nothing
     return cases
 
 
@@ -149,6 +161,10 @@ SPEC = Spec(
         Bug(AD["missing_scale"], missing_scale, "no 1/sqrt(d_head) scaling"),
         Bug(AD["scale_after_softmax"], scale_after_softmax, "probabilities divided by sqrt(d_head) after the softmax"),
         Bug(AD["heads_strided_split"], heads_strided, "view(B, T, d_head, heads) to split, the same layout to merge"),
+    )
+    + tuple(
+        Bug(GENERIC["state_between_calls"], stale_rope(label), f"{label}: a later call of the same length reuses an earlier call's angles")
+        for label, _, _ in STALE_KEYS
     ),
     exception_bugs=(("without overflow", AD["fp16_fill_overflow"]),),
     forbidden=FORBIDDEN_ATTENTION,

@@ -26,7 +26,7 @@ from drill.judge.specs._attention_bugs import (
     shape_scales,
     split_heads,
 )
-from drill.judge.specs._common import DTYPES, TOLERANCES, Draw, reference_with_grads
+from drill.judge.specs._common import DTYPES, TOLERANCES, Draw, reference_with_grads, repeat_probe
 
 TARGET = "MultiHeadAttention"
 PROJ = ("q_proj", "k_proj", "v_proj", "o_proj")
@@ -114,7 +114,7 @@ def make_cases(seed: int) -> list[Case]:
     cases.append(
         _case(d, "bf16 causal mask, n_heads=2", 2, T, 32, 2, torch.ones(T, T, dtype=torch.bool).tril(), dtype="bfloat16")
     )
-    return cases + _mask_shape_cases(d)
+    return cases + _mask_shape_cases(d) + [_repeat_case(d)]  # each drawn after the ones before
 
 
 def _mask_shape_cases(d: Draw) -> list[Case]:
@@ -137,6 +137,23 @@ def _mask_shape_cases(d: Draw) -> list[Case]:
         _case(d, f"fp32 per-head mask (B,n_heads,T,T), n_heads={H}", 2, T, H * 4, H, per_head, grads=True, probe=True)
     )
     return cases
+
+
+def _padding(d: Draw, B: int, T: int) -> torch.Tensor:
+    """(B,1,1,T) key padding; every row keeps its first key."""
+    pad = torch.ones(B, 1, 1, T, dtype=torch.bool)
+    for b in range(B):
+        pad[b, ..., T - d.int(1, T // 2):] = False
+    return pad
+
+
+def _repeat_case(d: Draw) -> Case:
+    """The same module instance called first on other inputs and another padding mask of the same shapes."""
+    H, T = 2, d.int(5, 9)
+    first = {"x": d.normal(2, T, 16), "mask": _padding(d, 2, T)}
+    case = _case(d, f"repeat call: the same module called twice on (2,{T},16) inputs with padding masks, "
+                    "second call graded", 2, T, 16, H, _padding(d, 2, T))
+    return repeat_probe(case, first)
 
 
 def _weights(case: Case) -> list[torch.Tensor]:

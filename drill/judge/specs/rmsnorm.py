@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from drill.judge.spec import FORBIDDEN_NORM, FORBIDDEN_NORM_CLASSES, KIND_MODULE, Bug, Case, Diagnosis, Spec
-from drill.judge.specs._common import DTYPES, TOLERANCES, Draw, reference_with_grads
+from drill.judge.specs._common import DTYPES, TOLERANCES, Draw, reference_with_grads, repeat_probe
 
 TARGET = "RMSNorm"
 DEFAULT_EPS = 1e-6
@@ -71,7 +71,15 @@ def make_cases(seed: int) -> list[Case]:
         _case(d, "fp16 (B,T,d)", (2, 6, D1), dtype="float16"),
         _case(d, "fp16 inputs of magnitude ~400 (squares overflow fp16)", (2, 4, D2), dtype="float16", scale=400.0),
         _case(d, "bf16 (B,T,d), inputs with mean 1", (2, 5, D3), dtype="bfloat16", shift=1.0),
+        _repeat_case(d, (2, d.int(3, 6), D2)),  # drawn last: the cases above are unchanged for a seed
     ]
+
+
+def _repeat_case(d: Draw, shape: tuple[int, ...]) -> Case:
+    """The same module instance called first on other inputs of this shape (a cached statistic shows)."""
+    first = d.normal(*shape, scale=3.0, shift=1.0)
+    case = _case(d, f"repeat call: the same module called twice on {shape} inputs, second call graded", shape)
+    return repeat_probe(case, {"x": first})
 
 
 def reference(case: Case):

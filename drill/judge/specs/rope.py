@@ -31,8 +31,9 @@ from __future__ import annotations
 import torch
 
 from drill.judge.spec import Bug, Case, Spec, Tolerance
-from drill.judge.specs._common import TOLERANCES, Draw, reference_with_grads
-from drill.judge.specs._rope_bugs import CONVENTIONS, RD, ROPE_VARIANTS
+from drill.judge.specs._common import TOLERANCES, Draw, reference_with_grads, repeat_probe
+from drill.judge.diagnose import GENERIC
+from drill.judge.specs._rope_bugs import CONVENTIONS, RD, ROPE_VARIANTS, rotate
 
 TARGET = "apply_rope"
 ANGLE_ERROR_PER_POSITION = 3e-7  # measured spread of correct fp32-angle solutions ~1e-7 x position
@@ -142,7 +143,57 @@ def make_cases(seed: int) -> list[Case]:
                        torch.arange(start, start + t), 500000.0))
     cases.append(_norm_case(d, d.choice([16, 32])))
     cases.append(_relative_case(d, d.choice([8, 16])))
+    cases.append(_repeat_case(d))
+    _annotate_stale(cases)  # draws nothing
     return cases
+
+
+# How a cos/sin cache keyed without the positions can be kept: (label, key fields, only the
+# last entry). The child calls apply_rope for the cases in order in one process (a repeat probe's
+# first call just before its graded one), so such a cache carries angles from case to case.
+STALE_KEYS = (
+    ("cos/sin cached per (T, d_head, base), not per position", ("t", "dh", "base"), False),
+    ("cos/sin cached per (T, d_head), not per position", ("t", "dh"), False),
+    ("cos/sin of the last call reused while (T, d_head, base) is unchanged", ("t", "dh", "base"), True),
+)
+
+
+def _annotate_stale(cases: list[Case]) -> None:
+    """ctx["stale"][label]: the positions whose angles such a cache returns for the graded call."""
+    for label, fields, last_only in STALE_KEYS:
+        table: dict = {}
+
+        def lookup(x: torch.Tensor, positions: torch.Tensor, base: float) -> torch.Tensor:
+            values = {"t": x.shape[-2], "dh": x.shape[-1], "base": float(base)}
+            key = tuple(values[f] for f in fields)
+            if key not in table:
+                if last_only:
+                    table.clear()
+                table[key] = positions
+            return table[key]
+
+        for case in cases:
+            if case.repeat:
+                lookup(case.repeat["x"], case.repeat["positions"], case.repeat["base"])
+            a = case.args
+            got = lookup(a["x"], a["positions"], a["base"])
+            case.ctx.setdefault("stale", {})[label] = None if torch.equal(got, a["positions"]) else got
+
+
+def _repeat_case(d: Draw) -> Case:
+    """Same T and d_head as a first call, other positions and x: a cos/sin cache keyed on shapes shows.
+
+    Drawn last, so the cases above are unchanged for a given seed.
+    """
+    dh, t = d.choice([16, 32, 64]), d.int(4, 8)
+    first_x, first_pos = d.normal(2, 2, t, dh), _gaps(d, t, 1500)
+    pos = _gaps(d, t, 1500)
+    while torch.equal(pos, first_pos):
+        pos = _gaps(d, t, 1500)
+    case = _case(d, f"repeat call: same T={t} and d_head={dh} as a first call, other positions and inputs",
+                 d.normal(2, 2, t, dh), pos, 10000.0)
+    case.ctx["tol"] = f"float32@{_bucket(int(max(pos.max(), first_pos.max())))}"
+    return repeat_probe(case, {"x": first_x, "positions": first_pos, "base": 10000.0})
 
 
 def _rope(convention: str):
@@ -211,13 +262,26 @@ def _variant(fn):
     return run
 
 
+def _stale_variant(label: str):
+    """The case's output rotated at the positions a shape-keyed cache hands back (None if its own)."""
+
+    def run(case: Case):
+        stale = case.ctx.get("stale", {}).get(label)
+        if stale is None:
+            return None
+        return _variant(lambda x, p, b, c: rotate(x, stale, b, c))(case)
+
+    return run
+
+
 SPEC = Spec(
     name="rope",
     graded=(TARGET,),
     make_cases=make_cases,
     reference=reference,
     tolerances=_tolerances(),
-    bugs=tuple(Bug(RD[i], _variant(fn), label) for i, label, fn in ROPE_VARIANTS),
+    bugs=tuple(Bug(RD[i], _variant(fn), label) for i, label, fn in ROPE_VARIANTS)
+    + tuple(Bug(GENERIC["state_between_calls"], _stale_variant(label), label) for label, _, _ in STALE_KEYS),
     report_attrs=("CONVENTION",),
     prepare=prepare,
 )

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from drill.judge.spec import KIND_MAP, KIND_MODULE, Bug, Case, Diagnosis, Spec
-from drill.judge.specs._common import DTYPES, TOLERANCES, Draw, reference_with_grads
+from drill.judge.specs._common import DTYPES, TOLERANCES, Draw, reference_with_grads, repeat_probe
 
 SD = {
     d.id: d
@@ -61,14 +61,24 @@ def make_cases(seed: int) -> list[Case]:
             "w_up.weight": d.weight(dff, dm, dtype=dtype),
             "w_down.weight": d.weight(dm, dff, dtype=dtype),
         }
-        cases.append(
-            Case(name=f"{name}, d_model={dm}, d_ff={dff}", target="SwiGLU", kind=KIND_MODULE,
-                 args={"x": d.normal(*shape, dtype=dtype)}, init=(dm, dff), params=params,
-                 module_dtype=DTYPES[dtype] if dtype != "float32" else None,
-                 grad_inputs=("x",) if grads else (), grad_params=grads,
-                 upstream=d.normal(*shape) if grads else None, out_dtype=DTYPES[dtype], ctx={"dtype": dtype})
-        )
+        cases.append(_module_case(d, f"{name}, d_model={dm}, d_ff={dff}", shape, dff, params, dtype, grads))
+    # Drawn last, so the cases above are unchanged for a given seed: the same module instance
+    # called first on other inputs of the same shape, the second call graded.
+    shape, dff = (2, d.int(3, 6), 16), 48
+    params = {"w_gate.weight": d.weight(dff, 16), "w_up.weight": d.weight(dff, 16), "w_down.weight": d.weight(16, dff)}
+    first = d.normal(*shape)
+    probe = _module_case(d, f"repeat call: the same module called twice on {shape} inputs (d_ff={dff}), second call graded",
+                         shape, dff, params, "float32", False)
+    cases.append(repeat_probe(probe, {"x": first}))
     return cases
+
+
+def _module_case(d: Draw, name: str, shape: tuple, dff: int, params: dict, dtype: str, grads: bool) -> Case:
+    return Case(name=name, target="SwiGLU", kind=KIND_MODULE,
+                args={"x": d.normal(*shape, dtype=dtype)}, init=(shape[-1], dff), params=params,
+                module_dtype=DTYPES[dtype] if dtype != "float32" else None,
+                grad_inputs=("x",) if grads else (), grad_params=grads,
+                upstream=d.normal(*shape) if grads else None, out_dtype=DTYPES[dtype], ctx={"dtype": dtype})
 
 
 def reference(case: Case):
