@@ -148,7 +148,7 @@ def _repeat_case(d: Draw) -> Case:
         return {"q": d.normal(2, 2, tq, dk), "k": d.normal(2, 2, tk, dk), "v": d.normal(2, 2, tk, dk), "mask": pad}
 
     first, second = draw(), draw()
-    case = _case(f"repeat call: two calls with (2,2,{tq},{dk}) queries, {tk} keys and padding masks, second graded",
+    case = _case(f"repeat call: two calls, q (2,2,{tq},{dk}), {tk} keys, padding masks",
                  second["q"], second["k"], second["v"], second["mask"])
     return repeat_probe(case, first)
 

@@ -103,7 +103,7 @@ def make_cases(seed: int) -> list[Case]:
 def _repeat_case(d: Draw, t: int) -> Case:
     """The same module instance called first on other inputs of the same shape; second call graded."""
     first = d.normal(2, t, 32)
-    case = _case(d, f"repeat call: the same module called twice on (2,{t},32) inputs, n_heads=4, n_kv_heads=2",
+    case = _case(d, f"repeat call: one module called twice, x (2,{t},32), n_heads=4, n_kv_heads=2",
                  2, t, 4, 2, 8)
     return repeat_probe(case, {"x": first})
 

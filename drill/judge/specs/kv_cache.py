@@ -14,6 +14,9 @@ does inside. The splits are chosen to reveal the known mistakes:
 - continuing from a cache built by the reference (the cache holds rotated
   keys: code that stores raw keys and re-rotates them fails here);
 - the returned cache itself: rotated keys and values, in order.
+Every decode step repeats T_new = 1 at a new position, so a RoPE cos/sin
+cache keyed on the length (module-wide or per instance) shows without a
+repeat-call probe; `annotate_stale` records what such caches would return.
 Configs cover MHA (n_kv = n_heads), MQA (n_kv = 1) and real GQA, bases
 10000 and 500000, fp32, bf16 and fp16 (the bf16 and fp16 chains check the dtype
 of the outputs and of the returned cache; fp16 catches a mask fill that overflows). One chained fp32 case also compares the

@@ -151,8 +151,7 @@ def _repeat_case(d: Draw) -> Case:
     """The same module instance called first on other inputs and another padding mask of the same shapes."""
     H, T = 2, d.int(5, 9)
     first = {"x": d.normal(2, T, 16), "mask": _padding(d, 2, T)}
-    case = _case(d, f"repeat call: the same module called twice on (2,{T},16) inputs with padding masks, "
-                    "second call graded", 2, T, 16, H, _padding(d, 2, T))
+    case = _case(d, f"repeat call: one module called twice, x (2,{T},16), padding masks", 2, T, 16, H, _padding(d, 2, T))
     return repeat_probe(case, first)
 
 

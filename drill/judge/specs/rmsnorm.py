@@ -78,7 +78,7 @@ def make_cases(seed: int) -> list[Case]:
 def _repeat_case(d: Draw, shape: tuple[int, ...]) -> Case:
     """The same module instance called first on other inputs of this shape (a cached statistic shows)."""
     first = d.normal(*shape, scale=3.0, shift=1.0)
-    case = _case(d, f"repeat call: the same module called twice on {shape} inputs, second call graded", shape)
+    case = _case(d, f"repeat call: one module called twice, x {shape}", shape)
     return repeat_probe(case, {"x": first})
 
 

@@ -12,6 +12,11 @@ What each case is built to reveal:
   position is shifted by the same amount (the child rotates a shifted copy
   in the same call; the parent forms the scores).
 
+- a repeat call (same T and d_head as a first call just before it, other
+  positions): a cos/sin cache keyed on the shape instead of the positions.
+  Such a cache is also replayed as a variant over the whole run
+  (`_annotate_stale`), since it can collide with an earlier case too.
+
 The convention is the file's `CONVENTION` (absent: "half"), reported by the
 child and applied by `prepare`: the parent computes the expected outputs of
 both conventions up front and keeps the declared one. Whatever the file
@@ -190,7 +195,7 @@ def _repeat_case(d: Draw) -> Case:
     pos = _gaps(d, t, 1500)
     while torch.equal(pos, first_pos):
         pos = _gaps(d, t, 1500)
-    case = _case(d, f"repeat call: same T={t} and d_head={dh} as a first call, other positions and inputs",
+    case = _case(d, f"repeat call: same T={t}, d_head={dh} as a first call, other positions",
                  d.normal(2, 2, t, dh), pos, 10000.0)
     case.ctx["tol"] = f"float32@{_bucket(int(max(pos.max(), first_pos.max())))}"
     return repeat_probe(case, {"x": first_x, "positions": first_pos, "base": 10000.0})

@@ -67,7 +67,7 @@ def make_cases(seed: int) -> list[Case]:
     shape, dff = (2, d.int(3, 6), 16), 48
     params = {"w_gate.weight": d.weight(dff, 16), "w_up.weight": d.weight(dff, 16), "w_down.weight": d.weight(16, dff)}
     first = d.normal(*shape)
-    probe = _module_case(d, f"repeat call: the same module called twice on {shape} inputs (d_ff={dff}), second call graded",
+    probe = _module_case(d, f"repeat call: one module called twice, x {shape}, d_ff={dff}",
                          shape, dff, params, "float32", False)
     cases.append(repeat_probe(probe, {"x": first}))
     return cases
