@@ -80,3 +80,15 @@ def test_a_folder_with_one_exercise_file_still_ends_with_the_table(workdir: Path
     assert "1/1 passed" in res.output and "diagnosis / advisories" in res.output
     alone = CliRunner().invoke(app, ["check", str(workdir / "rope.py"), "--seed", "4"])
     assert alone.exit_code == 0 and "1/1 passed" not in alone.output  # a file named alone: its panel only
+
+
+def test_in_model_on_a_folder_skips_exercises_without_a_slot(tmp_path: Path, workdir: Path) -> None:
+    """A lone mha.py is refused --in-model (exit 2); a folder holding only mha.py is graded without it."""
+    d = tmp_path / "only_mha"
+    d.mkdir()
+    shutil.copy(SOLUTIONS / "mha" / "good_head_loop.py", d / "mha.py")
+    lone = CliRunner().invoke(app, ["check", str(d / "mha.py"), "--in-model"])
+    assert lone.exit_code == 2 and "not for mha" in lone.output
+    folder = CliRunner().invoke(app, ["check", str(d), "--in-model", "--seed", "2"])
+    assert folder.exit_code == 0, folder.output
+    assert "1/1 passed" in folder.output and "in-model:" not in folder.output

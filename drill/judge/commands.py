@@ -81,10 +81,11 @@ def register(app: typer.Typer) -> None:
             items = expand(files, canonical_exercise(exercise, graded=True) if exercise is not None else None)
             if watch_mode and json_out:
                 raise UserError("--watch and --json cannot be combined")
-            if in_model:
-                _check_in_model(items)
         # A folder always ends with its summary table, even when it holds one exercise file.
         summary = len(items) > 1 or any(f.is_dir() for f in files)
+        if in_model and not summary:
+            with user_errors():
+                _check_in_model(items[0])
         opts = {"seed": seed, "limits": limits, "strict": strict, "in_model": in_model, "audit": not no_audit}
         out = Console(highlight=False)
         if watch_mode:
@@ -185,18 +186,17 @@ def _run_check(f: Path, exercise: str | None, opts: dict, quiet: bool, pool=None
     return check_file(f, exercise, pool=pool, **opts)
 
 
-def _check_in_model(items: list) -> None:
-    """Refuse --in-model up front for a lone file of an exercise without a decoder slot.
+def _check_in_model(item: tuple) -> None:
+    """Refuse --in-model up front, before any grading, for a lone file of an exercise without a decoder slot.
 
-    With several files it applies to those that have one (a folder of every
-    exercise stays gradable); a single file of another exercise is a usage error.
+    With several files or a folder it applies to those that have one (a
+    folder of every exercise stays gradable); a file named alone is a usage error.
     """
     from drill.judge.registry import resolve_exercise
 
-    if len(items) == 1:
-        name = resolve_exercise(*items[0])
-        if name not in IN_MODEL_EXERCISES:
-            raise UserError(f"--in-model is available for {', '.join(IN_MODEL_EXERCISES)}; not for {name}", str(items[0][0]))
+    name = resolve_exercise(*item)
+    if name not in IN_MODEL_EXERCISES:
+        raise UserError(f"--in-model is available for {', '.join(IN_MODEL_EXERCISES)}; not for {name}", str(item[0]))
 
 
 def _grade_items(
@@ -224,10 +224,9 @@ def _grade_items(
     t0 = time.monotonic()
 
     def grade(f: Path, ex: str | None, pool):  # several files: --in-model applies to those with a slot for it
-        from drill.judge.inmodel import SUPPORTED
         from drill.judge.registry import resolve_exercise
 
-        in_model = opts["in_model"] and resolve_exercise(f, ex) in SUPPORTED
+        in_model = opts["in_model"] and resolve_exercise(f, ex) in IN_MODEL_EXERCISES
         return check_file(f, ex, pool=pool, **{**opts, "in_model": in_model})
 
     with user_errors():
@@ -257,10 +256,12 @@ def _watch(items: list, opts: dict, out: Console, verbose: bool) -> int:
 
         def grade(changed: list) -> None:
             from drill.judge.check import check_file
+            from drill.judge.registry import resolve_exercise
 
             for f in changed:
-                try:
-                    result = check_file(f, exercise_of[f], pool=pool, **opts)
+                try:  # --in-model applies to the files with a slot for it, as in a one-shot run
+                    in_model = opts["in_model"] and resolve_exercise(f, exercise_of[f]) in IN_MODEL_EXERCISES
+                    result = check_file(f, exercise_of[f], pool=pool, **{**opts, "in_model": in_model})
                 except UserError as exc:  # e.g. the file vanished mid-save: say so, keep watching
                     err_console.print(f"[red]error:[/] {escape(str(exc))}")
                     continue
