@@ -110,6 +110,17 @@ def test_a_wrong_cache_dtype_is_reported_as_the_cache(graded: dict[Path, object]
     result = graded[ROOT / "kv_cache" / "bug_wrong_dtype__cache_kept_fp32.py"]
     assert result.diagnosis.id == "wrong_dtype"
     assert result.diagnosis_detail.startswith("returned key cache has dtype float32, expected "), result.diagnosis_detail
+    # title/why/fix speak of the cache, not of "the output" (which is right here)
+    doc = result.to_json()["diagnosis"]
+    assert doc["title"] == "Returned cache has the wrong dtype", doc
+    assert "cache" in doc["why"] and "k_all/v_all" in doc["fix"], doc
+
+
+@pytest.mark.parametrize("name", ["attention/bug_wrong_dtype__fp32_result.py", "mha/bug_wrong_dtype__fp32_result.py"])
+def test_a_wrong_output_dtype_keeps_the_output_wording(name: str, graded: dict[Path, object]) -> None:
+    doc = graded[ROOT / name].to_json()["diagnosis"]
+    assert doc["id"] == "wrong_dtype" and doc["title"] == "Wrong output dtype", doc
+    assert "cache" not in doc["why"] + doc["fix"], doc
 
 
 def test_starter_files_fail_not_implemented() -> None:

@@ -69,6 +69,18 @@ GENERIC: dict[str, Diagnosis] = {
 
 HALF_DTYPES = ("float16", "bfloat16")
 
+# `wrong_dtype` worded for the case where every dtype failure is a returned cache (a case whose
+# ctx["what"] names a cache, e.g. kv_cache's k/v): the output itself is right, so "cast the
+# result back" would send the learner to the wrong line. Same id: the mistake is the same kind.
+CACHE_DTYPE = Diagnosis(
+    "wrong_dtype",
+    "Returned cache has the wrong dtype",
+    "The returned K/V cache is not in the input's dtype (e.g. kept in fp32 for fp16/bf16 input), while "
+    "every output has the right dtype: a model feeding the cache back would double its memory or mix dtypes.",
+    "Keep k_all/v_all in the input dtype: store and return the cache as x.dtype (compute in fp32 "
+    "if you like, then cast the cached keys/values back with .to(x.dtype) before returning them).",
+)
+
 
 @dataclass
 class CaseEval:
@@ -149,9 +161,12 @@ def diagnose_cases(spec: Spec, evals: list[CaseEval], tolerance_of: Any) -> Verd
         for ev in evals:
             if reason and ev.forward is not None and ev.forward.reason == reason:
                 return Verdict(GENERIC[status], f"{ev.forward.message} in test '{ev.case.name}'")
-    for ev in evals:
-        if ev.forward is not None and ev.forward.reason == "dtype":
-            return Verdict(GENERIC["wrong_dtype"], f"{ev.forward.message} in test '{ev.case.name}'")
+    wrong_dtype = [ev for ev in evals if ev.forward is not None and ev.forward.reason == "dtype"]
+    if wrong_dtype:
+        ev = wrong_dtype[0]
+        only_cache = all("cache" in str(e.case.ctx.get("what", "")) for e in wrong_dtype)
+        diagnosis = CACHE_DTYPE if only_cache else GENERIC["wrong_dtype"]
+        return Verdict(diagnosis, f"{ev.forward.message} in test '{ev.case.name}'")
 
     failing_fw = [ev for ev in evals if ev.forward is not None and not ev.forward.ok]
     if failing_fw and all(
