@@ -44,6 +44,12 @@ D = {
         Diagnosis("mask_inverted", "Mask meaning inverted",
                   "In the contract (and in F.scaled_dot_product_attention) True means 'may attend'; your code blocks the True entries.",
                   "Block where the mask is False: scores.masked_fill(~mask, ...)."),
+        Diagnosis("mask_inf_times_zero", "Additive mask built as -inf * (~mask): NaN everywhere",
+                  "Multiplying -inf by the inverted mask gives -inf where the mask is False but -inf * 0 = NaN where "
+                  "it is True, so every allowed logit becomes NaN and every row with an allowed key comes out NaN; "
+                  "only calls without a mask are right.",
+                  "Do not build the bias by multiplying infinities: scores.masked_fill(~mask, float('-inf')), or "
+                  "torch.where(mask, scores, float('-inf')) (or a bias of torch.where(mask, 0.0, -inf) added to the scores)."),
         Diagnosis("masked_row_nan", "Fully masked row gives NaN",
                   "A row whose keys are all blocked is all -inf, and softmax of it is 0/0 = NaN.",
                   "Fill with a finite minimum, or zero the rows that have no allowed key after the softmax."),
@@ -88,7 +94,8 @@ def attend(
     """Attention with one knob per known mistake; computes in `dtype`, returns it.
 
     fill: "neg_inf" (masked logits -inf before softmax, NaN for blocked rows),
-    "zero" (masked logits 0), "after" (probabilities zeroed after softmax).
+    "zero" (masked logits 0), "after" (probabilities zeroed after softmax),
+    "inf_times" (a bias -inf * (~mask) added: NaN on every allowed logit).
     """
     q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
     if scale is None:
@@ -99,6 +106,8 @@ def attend(
         s = s.masked_fill(~allowed, float("-inf"))
     elif allowed is not None and fill == "zero":
         s = s.masked_fill(~allowed, 0.0)
+    elif allowed is not None and fill == "inf_times":
+        s = s + float("-inf") * (~allowed).to(s.dtype)  # -inf * 0 = NaN on every allowed logit
     if naive_exp:
         e = torch.exp(s)
         p = e / e.sum(dim=dim, keepdim=True)
@@ -289,6 +298,8 @@ ATTENTION_VARIANTS = [
     ("mask_after_softmax", "probabilities zeroed after softmax", _masked("after")),
     ("mask_inverted", "True treated as blocked", _masked("neg_inf", invert=True, guard=True)),
     ("masked_row_nan", "-inf fill, NaN rows kept", _masked("neg_inf")),
+    # Rows with no allowed key are left unknown: -inf everywhere, so NaN or whatever the learner's guard makes of it.
+    ("mask_inf_times_zero", "bias -inf * (~mask) added to the logits", _masked("inf_times", guard=True)),
     ("fp16_fill_overflow", "fill became -inf in fp16", _masked("neg_inf", only_fp16=True)),
     ("no_max_subtraction", "exp without max subtraction", _naive),
 ]
