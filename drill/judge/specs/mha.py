@@ -48,6 +48,12 @@ MHA_D = {
                   "(e.g. mask[:, 0], assuming the head axis is always a broadcast 1) and applies it to all heads.",
                   "Broadcast first, then slice: m = torch.broadcast_to(mask, (B, n_heads, T, T)) and use m[:, h] "
                   "for head h (or apply the whole mask to the (B, n_heads, T, T) scores at once)."),
+        Diagnosis("mask_1d_on_queries", "1-D key mask applied to the queries",
+                  "A 1-D (T,) mask says which keys may be attended, like a (1, T) row that broadcasts over the query "
+                  "axis. Your code reshapes it to (T, 1), so it blocks whole query rows instead of key columns: the "
+                  "shapes still broadcast (T_q = T_k in self-attention), only the axis is wrong.",
+                  "Let broadcasting place it: scores.masked_fill(~mask, ...) reads a (T,) mask as (1, T). If you must "
+                  "add dims, add them in front (mask.view(1, T), mask[None, :]), never mask.unsqueeze(-1)."),
     ]
 }
 
@@ -171,7 +177,7 @@ def reference(case: Case):
 
 def mha_variant(
     case: Case, *, core=None, split_ok=True, merge_ok=True, out_proj=True, scale=None, head0_mask=False,
-    strided_split=False, strided_merge=False,
+    strided_split=False, strided_merge=False, mask_1d_on_queries=False,
 ):
     """MHA recomputed with one mistake; returns (output, unknown) in fp32, or None if the mistake cannot show."""
     x = case.args["x"].float()
@@ -180,6 +186,10 @@ def mha_variant(
         if mask is None or mask.dim() < 3 or mask.shape[-3] == 1:
             return None
         mask = mask[..., :1, :, :]
+    if mask_1d_on_queries:
+        if mask is None or mask.dim() != 1:
+            return None
+        mask = mask.unsqueeze(-1)  # (T,) read as (T, 1): query rows blocked instead of key columns
     wq, wk, wv, wo = (w.float() for w in _weights(case))
     B, T, dm = x.shape
     H = case.ctx["n_heads"]
@@ -243,6 +253,7 @@ BUGS = [Bug(D[i], _core_bug(fn), label) for i, label, fn in ATTENTION_VARIANTS] 
     Bug(D["heads_strided_split"], lambda c: mha_variant(c, strided_split=True), "view(B, T, d_head, n_heads) to split"),
     Bug(MHA_D["missing_output_projection"], lambda c: mha_variant(c, out_proj=False), "no o_proj"),
     Bug(MHA_D["mask_heads_collapsed"], lambda c: mha_variant(c, head0_mask=True), "head 0's mask for every head"),
+    Bug(MHA_D["mask_1d_on_queries"], lambda c: mha_variant(c, mask_1d_on_queries=True), "(T,) mask unsqueezed to (T, 1)"),
     *NAMED_SCALES,
     Bug(D["wrong_scale"], _fit_scale, "another factor made of the sizes", fit=True),
 ]
