@@ -55,6 +55,19 @@ GENERIC: dict[str, Diagnosis] = {
                   "Keep every step in differentiable torch ops; no .detach(), torch.no_grad() or NumPy round trips."),
         Diagnosis("half_nonfinite", "NaN/inf in half precision", "With fp16/bf16 inputs the result has NaN or inf where the fp32 reference is finite.",
                   "Compute the sensitive steps (sums, exp, fills) in fp32 or with dtype-aware constants, then cast back."),
+        # Every unit test passes and only the decoder run disagrees: no bug signature applies, and what
+        # breaks a component only once composed is a short, known list (see inmodel_verdict.py).
+        Diagnosis(
+            "in_model_only",
+            "Right alone, wrong inside the model",
+            "Every unit test passes, but with your component swapped into the reference decoder the logits or the "
+            "generated tokens differ. The decoder calls it many times, on changing shapes (a prompt, then one token "
+            "at a time), so what breaks is usually what a single call cannot show.",
+            "Look for state kept between calls (a normaliser, shape, position, mask or buffer computed once and reused), "
+            "tensors created without the input's dtype or device (torch.ones(n) instead of "
+            "torch.ones(n, dtype=x.dtype, device=x.device)), a result not cast back to the input's dtype, and in-place "
+            "changes to your inputs; rerun with the same --seed and --verbose.",
+        ),
         Diagnosis("state_between_calls", "State kept between calls",
                   "Your code keeps state between calls: a second call with the same shapes but different inputs "
                   "returned a result computed (at least partly) from an earlier call's inputs. Typically a cache "

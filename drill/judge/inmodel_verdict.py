@@ -7,10 +7,8 @@ may import nothing of drill; what only the parent needs lives here:
   ids is not an error size (id 3 vs id 89 is not "off by 86"), so the
   comparison names the first step where the generation leaves the
   reference's and reports no max abs/rel error.
-- `IN_MODEL_ONLY`: the diagnosis when every unit test passes and only the
-  decoder run disagrees. No bug signature applies there, and the generic
-  "compare by hand on the worst element" fix points nowhere useful; what
-  breaks a component only once composed is a short, known list.
+- `IN_MODEL_ONLY` (defined with the other generic ids in diagnose.py): the
+  diagnosis when every unit test passes and only the decoder run disagrees.
 - `in_model_note`: when unit tests fail too, the diagnosis counts only unit
   tests ("on 9 failing tests"); this says where the other failures are.
 """
@@ -22,19 +20,10 @@ from typing import Any
 import torch
 
 from drill.judge.compare import Comparison, compare
-from drill.judge.spec import Diagnosis, Tolerance
+from drill.judge.diagnose import GENERIC
+from drill.judge.spec import Tolerance
 
-IN_MODEL_ONLY = Diagnosis(
-    "in_model_only",
-    "Right alone, wrong inside the model",
-    "Every unit test passes, but with your component swapped into the reference decoder the logits or the "
-    "generated tokens differ. The decoder calls it many times, on changing shapes (a prompt, then one token "
-    "at a time), so what breaks is usually what a single call cannot show.",
-    "Look for state kept between calls (a normaliser, shape, position, mask or buffer computed once and reused), "
-    "tensors created without the input's dtype or device (torch.ones(n) instead of "
-    "torch.ones(n, dtype=x.dtype, device=x.device)), a result not cast back to the input's dtype, and in-place "
-    "changes to your inputs; rerun with the same --seed and --verbose.",
-)
+IN_MODEL_ONLY = GENERIC["in_model_only"]
 
 _EXACT = Tolerance(0.0, 0.0)
 
