@@ -15,14 +15,6 @@ import typer
 from drill.cliutil import user_errors
 
 
-def _split_topics(values: list[str] | None) -> tuple[str, ...]:
-    """`--topics a,b --topics c` -> ('a', 'b', 'c')."""
-    out: list[str] = []
-    for value in values or []:
-        out.extend(part.strip() for part in value.split(",") if part.strip())
-    return tuple(dict.fromkeys(out))
-
-
 # One paragraph per line: Typer's rich help keeps a docstring's line breaks, which
 # wrapped mid-sentence at 80 columns. The score rule is drill.mock.report.score_rule().
 MOCK_HELP = "\n\n".join([
@@ -54,13 +46,14 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """`drill mock` (its help is MOCK_HELP)."""
         from drill.mock.run import MockOptions, run_mock, show_history
+        from drill.quiz.select import split_values
 
         with user_errors():
             if history:
                 show_history()
                 return
             options = MockOptions(
-                minutes=minutes, topics=_split_topics(topics), exercise=exercise, questions=questions,
+                minutes=minutes, topics=tuple(dict.fromkeys(split_values(topics))), exercise=exercise, questions=questions,
                 seed=seed, folder=folder, bank=bank,
             )
             code = run_mock(options)
