@@ -10,7 +10,7 @@ import torch
 from typer.testing import CliRunner
 
 from drill.cli import app
-from drill.judge import inmodel
+from drill.judge import inmodel, registry
 from drill.judge.check import check_file
 from drill.judge.runner import ChildPool, Limits
 
@@ -87,18 +87,19 @@ def test_in_model_is_refused_for_exercises_without_a_slot(tmp_path: Path, monkey
     monkeypatch.setenv("DRILL_HOME", str(tmp_path))
     res = CliRunner().invoke(app, ["check", str(SOLUTIONS / "mha" / "good_head_loop.py"), "-e", "mha", "--in-model"])
     assert res.exit_code == 2 and "--in-model" in res.output
-    assert all(name in res.output for name in inmodel.SUPPORTED), res.output  # says where it does work
+    assert all(name in res.output for name in registry.in_model_names()), res.output  # says where it does work
     assert not (tmp_path / "progress.db").exists()  # refused before grading: no attempt recorded
 
 
 def test_help_names_the_exercises_in_model_supports(monkeypatch: pytest.MonkeyPatch) -> None:
     from drill.judge.commands import IN_MODEL_EXERCISES
 
-    assert IN_MODEL_EXERCISES == inmodel.SUPPORTED  # the torch-free copy the help text uses
+    assert IN_MODEL_EXERCISES == registry.in_model_names()  # what the help text lists comes from the index
+    assert set(IN_MODEL_EXERCISES) == set(inmodel.SWAPS)  # and each has a slot in the decoder
     monkeypatch.setenv("COLUMNS", "300")
     monkeypatch.setenv("NO_COLOR", "1")
     out = " ".join(CliRunner().invoke(app, ["check", "--help"]).output.replace("│", " ").split())
-    assert "16 greedy tokens); for " + ", ".join(inmodel.SUPPORTED) + "." in out, out
+    assert "16 greedy tokens); for " + ", ".join(registry.in_model_names()) + "." in out, out
 
 
 def test_token_divergence_is_named_by_step_not_by_id_difference(results) -> None:

@@ -119,6 +119,8 @@ def check_file(
     if not path.is_file():
         raise UserError("no such file", str(path))
     name = registry.resolve_exercise(path, exercise)
+    if not registry.device_available(registry.entry(name)):
+        raise UserError(f"{name} can only be graded on a CUDA device, and torch sees none here", str(path))
     limits = limits or Limits()
     if seed is None:
         seed = random.SystemRandom().randrange(2**31)

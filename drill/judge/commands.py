@@ -21,11 +21,11 @@ from rich.text import Text
 
 from drill.cliutil import EXIT_FAIL, EXIT_USAGE, err_console, fail_usage, user_errors
 from drill.errors import UserError
+from drill.judge.registry import in_model_names
 
-# Exercises with a slot in the reference decoder for --in-model. A copy of
-# drill.judge.inmodel.SUPPORTED (that module imports torch; --help must not):
-# tests/test_judge_inmodel.py keeps the two equal.
-IN_MODEL_EXERCISES = ("attention", "rmsnorm", "swiglu", "rope", "gqa", "kv_cache")
+# Exercises with a slot in the reference decoder for --in-model, from the torch-free index
+# (drill.judge.inmodel imports torch; --help must not).
+IN_MODEL_EXERCISES = in_model_names()
 EXIT_INTERRUPTED = 130  # Ctrl-C before --watch showed any verdict
 
 CHECK_HELP = """Grade your implementation of an exercise with hidden tests.

@@ -40,7 +40,6 @@ KIND = "inmodel"
 NEW_TOKENS = 16
 LOGIT_GAIN = 8.0
 MARGIN = 1e-2  # minimum top-1 minus top-2 logit at every greedy step of the reference
-SUPPORTED = ("attention", "rmsnorm", "swiglu", "rope", "gqa", "kv_cache")
 CONFIG = {
     "vocab_size": 97,
     "hidden_size": 64,
@@ -126,10 +125,12 @@ def cases_for(exercise: str, seed: int) -> list:
     """The two in-model cases (logits, greedy tokens), with the parent's expected answers filled in."""
     from drill.judge.spec import Case
 
-    if exercise not in SUPPORTED:
+    from drill.judge.registry import in_model_names  # parent side only: the child loads this file by path
+
+    if exercise not in in_model_names():
         from drill.errors import UserError
 
-        raise UserError(f"--in-model is available for {', '.join(SUPPORTED)}, not {exercise}")
+        raise UserError(f"--in-model is available for {', '.join(in_model_names())}, not {exercise}")
     conventions = ("half", "interleaved") if exercise == "rope" else ("half",)
     gen = torch.Generator().manual_seed(seed)
     models = {}
@@ -176,29 +177,30 @@ def cases_for(exercise: str, seed: int) -> list:
 # ---------------------------------------------------------------- child side
 
 
-def _swap(model: Any, exercise: str, mod: Any, convention: str) -> None:
+def _kv_attention(mod: Any) -> Any:
     from drill.reference.model import PastKVAttention
 
-    if exercise == "rmsnorm":
-        model.swap_component("norm", lambda dim, eps: mod.RMSNorm(dim, eps))
-    elif exercise == "swiglu":
-        model.swap_component("mlp", lambda d, d_ff: mod.SwiGLU(d, d_ff))
-    elif exercise == "rope":
-        model.swap_component("rope", mod.apply_rope)
-    elif exercise == "attention":
-        model.swap_component("attn_fn", mod.scaled_dot_product_attention)
-    elif exercise == "gqa":
-        model.swap_component(
-            "attention",
-            lambda c, i: NoRopeAttention(mod.GroupedQueryAttention(c.hidden_size, c.num_attention_heads, c.num_key_value_heads)),
-        )
-    elif exercise == "kv_cache":
-        model.swap_component(
-            "attention",
-            lambda c, i: PastKVAttention(
-                mod.CachedSelfAttention(c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.rope_theta)
-            ),
-        )
+    return lambda c, i: PastKVAttention(
+        mod.CachedSelfAttention(c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.rope_theta)
+    )
+
+
+# Exercise -> (component kind of `Decoder.swap_component`, the learner's replacement built from their
+# module). Its keys are the index's in_model exercises (tests/test_exercise_index.py keeps them equal).
+SWAPS: dict[str, tuple[str, Any]] = {
+    "attention": ("attn_fn", lambda mod: mod.scaled_dot_product_attention),
+    "rope": ("rope", lambda mod: mod.apply_rope),
+    "rmsnorm": ("norm", lambda mod: lambda dim, eps: mod.RMSNorm(dim, eps)),
+    "swiglu": ("mlp", lambda mod: lambda d, d_ff: mod.SwiGLU(d, d_ff)),
+    "gqa": ("attention", lambda mod: lambda c, i: NoRopeAttention(
+        mod.GroupedQueryAttention(c.hidden_size, c.num_attention_heads, c.num_key_value_heads))),
+    "kv_cache": ("attention", _kv_attention),
+}
+
+
+def _swap(model: Any, exercise: str, mod: Any, convention: str) -> None:
+    kind, build = SWAPS[exercise]
+    model.swap_component(kind, build(mod))
 
 
 def run_case(mod: Any, case: dict, tensors: dict, host: Any) -> dict[str, torch.Tensor]:

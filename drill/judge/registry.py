@@ -1,42 +1,158 @@
-"""Exercise names, their spec modules, and resolving a file to an exercise.
+"""The exercise index: every exercise drill knows, as one table, and the lists derived from it.
 
-Imports no torch: `drill exercises`, `drill start` and `drill hint` use it
-without paying for torch. To add an exercise: write `specs/<name>.py` that
-defines `SPEC` (a `drill.judge.spec.Spec`) and add the name here.
+Imports no torch: `drill exercises`, `drill start`, `drill hint` and the CLI's
+help texts read it without paying for torch, and a Python table costs nothing
+to load (a YAML index would be parsed on every start-up). Everything that used
+to keep its own list of exercises derives from `INDEX`: the spec modules
+(`SPECS`), the in-model slots, the benchmark workloads, the mock's choice of a
+coding exercise, `benchmarks/check_dir.py`'s solutions. `tests/test_exercise_index.py`
+checks the index against the files (starter, hints, spec, fixtures, workload,
+docs). Adding an exercise: see drill/judge/README.md, "Adding an exercise".
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from drill.errors import UserError
-from drill.paths import exercises_dir
 
-# Exercise name -> module defining SPEC. Order is the order shown to learners.
-SPECS: dict[str, str] = {
-    "attention": "drill.judge.specs.attention",
-    "mha": "drill.judge.specs.mha",
-    "rope": "drill.judge.specs.rope",
-    "rmsnorm": "drill.judge.specs.rmsnorm",
-    "swiglu": "drill.judge.specs.swiglu",
-    "gqa": "drill.judge.specs.gqa",
-    "kv_cache": "drill.judge.specs.kv_cache",
-}
+TRACKS = ("attention", "positions", "norms", "mlp", "inference", "training", "kernels", "block")
+DIFFICULTIES = ("easy", "medium", "hard")
+DEVICES = ("any", "cuda")
 
-# Every exercise of EXERCISES.md, graded or not yet (starter files exist for all).
-ALL_EXERCISES: tuple[str, ...] = ("attention", "mha", "rope", "rmsnorm", "swiglu", "gqa", "kv_cache")
+
+@dataclass(frozen=True)
+class Exercise:
+    """One exercise. The contract itself is prose in exercises/README.md; this is what code needs.
+
+    graded: the module-level names the hidden tests call (the starter defines
+    each and raises NotImplementedError in it). topics: the question-bank
+    topics (questions/<topic>.yaml) whose concept questions go with it.
+    fixture: the plain correct solution in tests/fixtures/solutions/<name>/
+    that benchmarks grade. in_model: has a slot in the reference decoder
+    (`drill check --in-model`, drill/judge/inmodel.py `SWAPS`). bench: has a
+    `drill bench` workload (drill/bench/workloads.py). defaults: the
+    contract's default argument values, read by the spec and the workload; the
+    starter's signature must show the same (checked by the index test).
+    device: "cuda" for an exercise that can only be graded on a GPU (the mock
+    never picks it without one, `drill check` refuses it in one line).
+    wave: 1 for the first exercises, 2 for those of exercises/README.md's Wave 2.
+    """
+
+    name: str
+    graded: tuple[str, ...]
+    summary: str
+    track: str
+    difficulty: str
+    topics: tuple[str, ...]
+    fixture: str
+    in_model: bool = False
+    bench: bool = False
+    defaults: dict[str, Any] = field(default_factory=dict)
+    device: str = "any"
+    wave: int = 1
+
+    @property
+    def spec_module(self) -> str:
+        """The module defining this exercise's `SPEC` (drill/judge/specs/<name>.py)."""
+        return f"drill.judge.specs.{self.name}"
+
+
+# The order is the order shown to learners (`drill exercises`, the README's table).
+INDEX: tuple[Exercise, ...] = (
+    Exercise("attention", ("scaled_dot_product_attention",),
+             "softmax(q k^T / sqrt(d_k) + mask) v over any leading dims, masks of every legal shape",
+             "attention", "medium", ("attention", "masking"), "good_matmul_softmax.py", in_model=True, bench=True),
+    Exercise("mha", ("MultiHeadAttention",),
+             "multi-head self-attention with q/k/v/o projections, heads split and merged",
+             "attention", "medium", ("mha",), "good_view_transpose.py", bench=True),
+    Exercise("rope", ("apply_rope",),
+             "rotary position embedding at absolute positions, either pairing convention",
+             "positions", "medium", ("positional",), "good_rotate_half.py", in_model=True, bench=True,
+             defaults={"base": 10000.0}),
+    Exercise("rmsnorm", ("RMSNorm",),
+             "root-mean-square normalisation with a learned weight, accumulated in fp32",
+             "norms", "easy", ("normalization",), "good_rsqrt.py", in_model=True, bench=True,
+             defaults={"eps": 1e-6}),
+    Exercise("swiglu", ("ffn_hidden_dim", "SwiGLU"),
+             "the Llama feed-forward block and its hidden-size rule",
+             "mlp", "easy", ("ffn",), "good_f_silu.py", in_model=True, bench=True,
+             defaults={"multiple_of": 256}),
+    Exercise("gqa", ("GroupedQueryAttention",),
+             "causal grouped-query attention (MHA and MQA as special cases) without copying K/V",
+             "attention", "medium", ("gqa",), "good_grouped_einsum.py", in_model=True, bench=True),
+    Exercise("kv_cache", ("CachedSelfAttention",),
+             "causal GQA with RoPE and a KV cache: any split of a sequence into calls gives the same output",
+             "inference", "hard", ("kv_cache",), "good_concat_bottom_right.py", in_model=True, bench=True,
+             defaults={"rope_base": 10000.0}),
+)
+
+_BY_NAME: dict[str, Exercise] = {e.name: e for e in INDEX}
+
+# Exercise name -> module defining SPEC, in the index's order.
+SPECS: dict[str, str] = {e.name: e.spec_module for e in INDEX}
+
+# Every indexed exercise (each has a starter file and a spec).
+ALL_EXERCISES: tuple[str, ...] = tuple(e.name for e in INDEX)
+
+
+def entry(name: str) -> Exercise:
+    """The index entry of an exercise (KeyError for a name not in the index)."""
+    return _BY_NAME[name]
+
+
+def default(name: str, arg: str) -> Any:
+    """A default argument value of exercise `name`'s contract: the one place specs and workloads read it."""
+    return _BY_NAME[name].defaults[arg]
+
+
+def in_model_names() -> tuple[str, ...]:
+    """Exercises with a slot in the reference decoder (`drill check --in-model`)."""
+    return tuple(e.name for e in INDEX if e.in_model)
+
+
+def bench_names() -> tuple[str, ...]:
+    """Exercises with a `drill bench` workload."""
+    return tuple(e.name for e in INDEX if e.bench)
+
+
+def device_available(exercise: Exercise) -> bool:
+    """Whether `exercise` can be graded on this machine (imports torch only for a CUDA-only one)."""
+    if exercise.device == "any":
+        return True
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def count_word(n: int) -> str:
+    """How prose says a count of exercises ("seven"); the index test keeps the docs on it."""
+    words = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+             "sixteen seventeen eighteen nineteen twenty").split()
+    return words[n] if n < len(words) else str(n)
 
 
 def exercise_names() -> list[str]:
-    """Exercises that have a starter file, in the canonical order (then any extras)."""
+    """Exercises that have a starter file, in the index's order (then any extras)."""
+    from drill.paths import exercises_dir  # importlib.resources: not on every CLI start-up
+
     found = {p.stem for p in exercises_dir().glob("*.py") if not p.stem.startswith("_")}
     ordered = [n for n in ALL_EXERCISES if n in found]
     return ordered + sorted(found - set(ordered))
 
 
 def graded_names() -> list[str]:
-    return [n for n in SPECS if n in SPECS]
+    """Indexed exercises whose starter file and spec module are both installed, in the index's order.
+
+    Found without importing the specs (they import torch): a trimmed install
+    lacking one is not offered as gradable.
+    """
+    found = set(exercise_names())
+    return [n for n, module in SPECS.items() if n in found and importlib.util.find_spec(module) is not None]
 
 
 def is_graded(name: str) -> bool:
@@ -46,7 +162,7 @@ def is_graded(name: str) -> bool:
 def load_spec(name: str):
     """The Spec of a graded exercise (imports torch and the reference)."""
     if name not in SPECS:
-        raise UserError(_unknown(name, graded_names(), "graded exercise"))
+        raise UserError(_unknown(name, list(SPECS), "graded exercise"))
     return importlib.import_module(SPECS[name]).SPEC
 
 
@@ -56,11 +172,11 @@ def resolve_exercise(path: Path, exercise: str | None) -> str:
     if name not in SPECS:
         if exercise is None:
             raise UserError(
-                f"cannot tell the exercise from the file name '{path.name}'; name the file after it or pass "
-                f"--exercise ({', '.join(graded_names())})",
+                f"cannot tell the exercise from the file name '{path.name}'{_did_you_mean(path.stem, list(SPECS))}; "
+                f"name the file after it or pass --exercise ({', '.join(SPECS)})",
                 str(path),
             )
-        raise UserError(_unknown(name, graded_names(), "graded exercise"))
+        raise UserError(_unknown(name, list(SPECS), "graded exercise"))
     return name
 
 
@@ -72,5 +188,12 @@ def check_known(name: str) -> str:
     return name
 
 
+def _did_you_mean(name: str, valid: list[str]) -> str:
+    import difflib  # only on the error path
+
+    close = difflib.get_close_matches(name.strip().lower().replace("-", "_"), valid, n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
 def _unknown(name: str, valid: list[str], what: str) -> str:
-    return f"unknown {what} '{name}'; valid: {', '.join(valid)}"
+    return f"unknown {what} '{name}'{_did_you_mean(name, valid)}; valid: {', '.join(valid)}"

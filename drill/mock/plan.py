@@ -9,7 +9,6 @@ input; it is all plain functions over the bank and the store.
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import os
 import random
@@ -114,18 +113,14 @@ def choose_exercise(
 
 
 def gradable_exercises() -> list[str]:
-    """Exercises with a starter file and a hidden test spec that is actually installed.
+    """The exercises a coding round can use: graded (starter and spec installed), and gradable here.
 
-    Checked without importing the specs (they import torch).
+    From the exercise index, without importing the specs (they import torch);
+    an exercise that needs a CUDA device is offered only where one is present.
     """
     from drill.judge import registry
 
-    names = []
-    for name in registry.exercise_names():
-        module = registry.SPECS.get(name)
-        if module is not None and importlib.util.find_spec(module) is not None:
-            names.append(name)
-    return names
+    return [name for name in registry.graded_names() if registry.device_available(registry.entry(name))]
 
 
 @dataclass(frozen=True)

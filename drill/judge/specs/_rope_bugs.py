@@ -14,7 +14,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from drill.judge.registry import default
 from drill.judge.spec import Diagnosis
+
+DEFAULT_BASE = default("rope", "base")  # what code that ignores `base` uses
 
 CONVENTIONS = ("half", "interleaved")
 
@@ -134,9 +137,9 @@ def _positions_ignored(x, positions, base, convention):
 
 
 def _base_ignored(x, positions, base, convention):
-    if float(base) == 10000.0:
+    if float(base) == DEFAULT_BASE:
         return None
-    return rotate(x, positions, 10000.0, convention)
+    return rotate(x, positions, DEFAULT_BASE, convention)
 
 
 ROPE_VARIANTS = [

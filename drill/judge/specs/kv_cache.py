@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import torch
 
+from drill.judge.registry import default
 from drill.judge.spec import FORBIDDEN_ATTENTION, FORBIDDEN_ATTENTION_CLASSES, Bug, Case, Spec
 from drill.judge.specs._attention_bugs import D as AD
 from drill.judge.specs._common import DTYPES, TOLERANCES, Draw, reference_with_grads
@@ -47,6 +48,7 @@ from drill.judge.specs._kv_bugs import (
 )
 
 TARGET = "CachedSelfAttention"
+DEFAULT_BASE = default("kv_cache", "rope_base")
 KIND_CHAIN = "chain"
 PROJ = ("q_proj", "k_proj", "v_proj", "o_proj")
 WHAT = {"out": "outputs", "k": "returned cache keys", "v": "returned cache values"}
@@ -67,7 +69,7 @@ def _weights(d: Draw, d_model: int, h: int, h_kv: int, dtype: str) -> dict[str, 
 
 def _scenario(
     d: Draw, label: str, *, h: int, h_kv: int, dh: int, calls: list[int], returns=("out",), past_len: int = 0,
-    base: float = 10000.0, dtype: str = "float32", batch: int = 2, grads: bool = False,
+    base: float = DEFAULT_BASE, dtype: str = "float32", batch: int = 2, grads: bool = False,
 ) -> list[Case]:
     """Cases sharing one sequence and one set of weights: one per output checked."""
     d_model = h * dh
@@ -81,7 +83,7 @@ def _scenario(
         w = [params[f"{p}.weight"].float() for p in PROJ]
         _, (pk, pv) = grouped_query_attention(prefix, *w, h, h_kv, rope_base=base, impl="math")
         args.update(past_k=pk.to(DTYPES[dtype]), past_v=pv.to(DTYPES[dtype]))
-    config = f"n_heads={h}, n_kv_heads={h_kv}, d_head={dh}" + ("" if base == 10000.0 else f", base {base:g}")
+    config = f"n_heads={h}, n_kv_heads={h_kv}, d_head={dh}" + ("" if base == DEFAULT_BASE else f", base {base:g}")
     split = "+".join(str(n) for n in calls)
     cases = []
     for what in returns:

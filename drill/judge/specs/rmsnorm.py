@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import torch
 
+from drill.judge.registry import default
 from drill.judge.spec import FORBIDDEN_NORM, FORBIDDEN_NORM_CLASSES, KIND_MODULE, Bug, Case, Diagnosis, Spec
 from drill.judge.specs._common import DTYPES, TOLERANCES, Draw, reference_with_grads, repeat_probe
 
 TARGET = "RMSNorm"
-DEFAULT_EPS = 1e-6
+DEFAULT_EPS = default("rmsnorm", "eps")
 
 RD = {
     d.id: d

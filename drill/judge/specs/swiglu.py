@@ -12,8 +12,11 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from drill.judge.registry import default
 from drill.judge.spec import KIND_MAP, KIND_MODULE, Bug, Case, Diagnosis, Spec
 from drill.judge.specs._common import DTYPES, TOLERANCES, Draw, reference_with_grads, repeat_probe
+
+MULTIPLE_OF = default("swiglu", "multiple_of")  # the contract's default
 
 SD = {
     d.id: d
@@ -110,7 +113,7 @@ def _rounding(rule):
             return None
         out = []
         for row in case.rows:
-            d_model, m = (row[0], 256) if len(row) == 1 else row
+            d_model, m = (row[0], MULTIPLE_OF) if len(row) == 1 else row
             out.append(rule(d_model, m))
         return torch.tensor(out, dtype=torch.int64)
 
@@ -130,7 +133,7 @@ BUGS = (
     Bug(SD["ffn_hidden_rounding"], _rounding(lambda d, m: (int(8 * d / 3) // m) * m), "rounded down"),
     Bug(SD["ffn_hidden_rounding"], _rounding(lambda d, m: int(8 * d / 3)), "not rounded"),
     Bug(SD["ffn_hidden_rounding"], _rounding(lambda d, m: int(round(int(8 * d / 3) / m)) * m), "rounded to nearest"),
-    Bug(SD["ffn_hidden_rounding"], _rounding(lambda d, m: _up(int(8 * d / 3), 256)), "ignores multiple_of"),
+    Bug(SD["ffn_hidden_rounding"], _rounding(lambda d, m: _up(int(8 * d / 3), MULTIPLE_OF)), "ignores multiple_of"),
     Bug(SD["ffn_hidden_rounding"], _rounding(lambda d, m: _up(int(8 * d / 3), m) + (m if int(8 * d / 3) % m == 0 else 0)), "always adds a multiple"),
     Bug(SD["ffn_hidden_rounding"], _rounding(lambda d, m: _up(4 * d, m)), "4 * d_model"),
     Bug(SD["ffn_hidden_rounding"], _rounding(lambda d, m: _up(-(-8 * d // 3), m)), "ceil(8 * d_model / 3) before rounding up"),
