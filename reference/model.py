@@ -97,7 +97,7 @@ class Attention(nn.Module):
 class PastKVAttention(nn.Module):
     """Adapts a kv_cache-exercise module to the decoder's attention protocol.
 
-    The wrapped module has the `CachedSelfAttention` contract (EXERCISES.md):
+    The wrapped module has the `CachedSelfAttention` contract (exercises/README.md):
     `forward(x, past_kv=None) -> (out, (k_all, v_all))`, RoPE "half" inside,
     built with `rope_base = config.rope_theta`. Its new keys/values are written
     to the decoder's static cache, and the cache's filled views are passed back
@@ -143,7 +143,7 @@ class _Backbone(nn.Module):
         self.norm = norm
 
 
-# Names a learner's module may use for a reference parameter (EXERCISES.md).
+# Names a learner's module may use for a reference parameter (exercises/README.md).
 _ALIASES = {"w_gate": "gate_proj", "w_up": "up_proj", "w_down": "down_proj"}
 
 

@@ -1,7 +1,7 @@
 """Every legal mask form the contract allows is among the hidden tests, and failing only on one is named.
 
-EXERCISES.md: a bool mask is "broadcastable to (..., T_q, T_k)" (attention) and
-"to (B, n_heads, T, T)" (mha). Here: the cases of several seeds contain each
+exercises/README.md: a bool mask of "any shape that broadcasts to (..., T_q, T_k)" is
+legal (attention), and mha's "broadcasts to (B, n_heads, T, T)". Here: the cases of several seeds contain each
 form, the reference accepts them on both of its paths, the mha variant for
 "head 0's mask for every head" claims only what it can show, and the
 `probe_failure` rule names `mask_shape_assumed` only when the failures are

@@ -167,7 +167,7 @@ class Spec:
     audit: dict[str, Any] | None = None
 
 
-# The forbidden-op sets of EXERCISES.md, shared by the specs that use them.
+# The forbidden-op sets of exercises/README.md (the exercise contract), shared by the specs that use them.
 # Patterns match torch function names (F.scaled_dot_product_attention reaches
 # the mode as "scaled_dot_product_attention") and aten op names without the
 # "aten." prefix and overload suffix. Measured on torch 2.13 CPU: F.sdpa
