@@ -205,3 +205,25 @@ def test_start_into_a_file_says_it_is_not_a_folder(home: Path, tmp_path: Path, i
     assert res.exit_code == 2
     assert res.stderr.strip() == f"error: {afile} is a file, not a folder"
     assert afile.read_text() == "keep me\n"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["start", "nope"], "unknown exercise 'nope'; valid: attention, mha, "),
+    (["start", "Atention"], "unknown exercise 'Atention' (did you mean 'attention'?); valid: "),
+    (["hint", "atention"], "unknown exercise 'atention' (did you mean 'attention'?); valid: "),
+    (["hint", "kv-cach"], "unknown exercise 'kv-cach' (did you mean 'kv_cache'?)"),
+    (["check", "{x}", "-e", "nope"], "unknown graded exercise 'nope'; valid: attention, "),
+    (["check", "{x}", "-e", "rmsnrom"], "unknown graded exercise 'rmsnrom' (did you mean 'rmsnorm'?)"),
+    (["check", "{typo}"], "cannot tell the exercise from the file name 'atention.py' (did you mean 'attention'?)"),
+    (["check", "{x}"], "cannot tell the exercise from the file name 'x.py'; name the file after it or pass --exercise"),
+])
+def test_an_unknown_exercise_name_is_one_line_exit_2(home: Path, tmp_path: Path, args: list, message: str) -> None:
+    """A name the index does not know: one line, exit 2, the close name suggested when there is one."""
+    (tmp_path / "x.py").write_text("x = 1\n")
+    (tmp_path / "atention.py").write_text("x = 1\n")
+    args = [a.format(x=tmp_path / "x.py", typo=tmp_path / "atention.py") for a in args]
+    proc = subprocess.run([sys.executable, "-m", "drill.cli", *args], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "COLUMNS": "400"}, cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stdout == "", (proc.stdout, proc.stderr)
+    assert len(proc.stderr.splitlines()) == 1 and message in proc.stderr, proc.stderr
+    assert not (home / "progress.db").exists()  # refused before anything was recorded

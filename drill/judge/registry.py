@@ -172,7 +172,7 @@ def resolve_exercise(path: Path, exercise: str | None) -> str:
     if name not in SPECS:
         if exercise is None:
             raise UserError(
-                f"cannot tell the exercise from the file name '{path.name}'{_did_you_mean(path.stem, list(SPECS))}; "
+                f"cannot tell the exercise from the file name '{path.name}'{did_you_mean(path.stem, list(SPECS))}; "
                 f"name the file after it or pass --exercise ({', '.join(SPECS)})",
                 str(path),
             )
@@ -188,12 +188,13 @@ def check_known(name: str) -> str:
     return name
 
 
-def _did_you_mean(name: str, valid: list[str]) -> str:
+def did_you_mean(name: str, valid: list[str]) -> str:
+    """' (did you mean 'attention'?)' for a near miss of one of `valid` (case, - and _ ignored), else ''."""
     import difflib  # only on the error path
 
-    close = difflib.get_close_matches(name.strip().lower().replace("-", "_"), valid, n=1, cutoff=0.6)
+    close = difflib.get_close_matches(name.strip().lower().replace("-", "_"), valid, n=1, cutoff=0.8)
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
 def _unknown(name: str, valid: list[str], what: str) -> str:
-    return f"unknown {what} '{name}'{_did_you_mean(name, valid)}; valid: {', '.join(valid)}"
+    return f"unknown {what} '{name}'{did_you_mean(name, valid)}; valid: {', '.join(valid)}"

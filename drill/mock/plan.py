@@ -106,7 +106,10 @@ def choose_exercise(
         raise UserError("no gradable exercise is installed; the coding round needs one")
     if requested is not None:
         if requested not in available:
-            raise UserError(f"unknown exercise '{requested}'; choose from {', '.join(available)}", "--exercise")
+            from drill.judge.registry import did_you_mean
+
+            raise UserError(f"unknown exercise '{requested}'{did_you_mean(requested, available)}; "
+                            f"choose from {', '.join(available)}", "--exercise")
         return requested
     not_passed = [name for name in available if best.get(name) != "pass"]
     return rng.choice(not_passed or available)
