@@ -132,8 +132,15 @@ def _starter_errors(e: Exercise, path: Path) -> list[str]:
 
 
 def _default_errors(e: Exercise, tree: ast.Module, where: str) -> list[str]:
-    """Each of the index's defaults appears in the starter's signatures, and only with that value."""
+    """Each of the index's defaults appears in the starter (a parameter's default or a module-level
+    constant), and only with that value."""
     seen: dict[str, list[tuple[int, Any]]] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            try:
+                seen.setdefault(node.targets[0].id, []).append((node.lineno, ast.literal_eval(node.value)))
+            except ValueError:
+                pass
     for fn in ast.walk(tree):
         if not isinstance(fn, ast.FunctionDef):
             continue
@@ -149,7 +156,7 @@ def _default_errors(e: Exercise, tree: ast.Module, where: str) -> list[str]:
     errors = []
     for arg, want in e.defaults.items():
         if arg not in seen:
-            errors.append(f"{where}: no signature has the parameter {arg!r} the index gives a default for")
+            errors.append(f"{where}: no parameter or constant {arg!r}, which the index gives a default for")
         for line, got in seen.get(arg, []):
             if got != want or type(got) is not type(want):
                 errors.append(f"{where}:{line}: default {arg}={got!r}, the index says {arg}={want!r}")
@@ -338,7 +345,7 @@ def _copy_one(tmp: Path, name: str = "rmsnorm") -> Path:
 def _errors(root: Path, entry: Exercise | None = None, **over: Any) -> list[str]:
     e = entry or registry.entry("rmsnorm")
     spec = SimpleNamespace(name=e.name, graded=e.graded)
-    checks = {"spec_of": lambda n: spec, "workloads": {"rmsnorm"}, "swaps": {"rmsnorm"}, **over}
+    checks = {"spec_of": lambda n: spec, "workloads": {e.name}, "swaps": {e.name}, **over}
     return index_errors([e], root, **checks)
 
 
@@ -362,7 +369,7 @@ BREAKAGES: dict[str, tuple[Callable[[Path], Any], str]] = {
     "starter default differs": (lambda r: _edit(r / "exercises/rmsnorm.py", "eps: float = 1e-6", "eps: float = 1e-5"),
                                 "default eps=1e-05, the index says eps=1e-06"),
     "starter default missing": (lambda r: _edit(r / "exercises/rmsnorm.py", "eps: float = 1e-6", "epsilon: float = 1e-6"),
-                                "no signature has the parameter 'eps'"),
+                                "no parameter or constant 'eps'"),
     "hints missing": (lambda r: (r / "exercises/rmsnorm.hints.yaml").unlink(), "no hints file"),
     "two hints": (lambda r: (r / "exercises/rmsnorm.hints.yaml").write_text("hints: [one, two]\n"), "exactly 3 non-empty"),
     "empty hint": (lambda r: (r / "exercises/rmsnorm.hints.yaml").write_text("hints: [one, two, ' ']\n"), "exactly 3 non-empty"),
@@ -421,6 +428,15 @@ def test_each_field_is_checked(tmp_path: Path, field: str, value: Any, message: 
 def test_spec_workload_and_slot_disagreements_are_reported(tmp_path: Path, over: dict, message: str) -> None:
     errors = _errors(_copy_one(tmp_path), **over)
     assert len(errors) == 1 and message in errors[0], errors
+
+
+def test_a_module_constant_default_is_checked(tmp_path: Path) -> None:
+    """rope's CONVENTION: a starter declaring the other convention disagrees with the index's default."""
+    root = _copy_one(tmp_path, "rope")
+    assert _errors(root, registry.entry("rope")) == []
+    _edit(root / "exercises/rope.py", 'CONVENTION = "half"', 'CONVENTION = "interleaved"')
+    errors = _errors(root, registry.entry("rope"))
+    assert len(errors) == 1 and "default CONVENTION='interleaved', the index says CONVENTION='half'" in errors[0], errors
 
 
 def test_an_unflagged_workload_is_reported(tmp_path: Path) -> None:

@@ -36,8 +36,10 @@ class Exercise:
     that benchmarks grade. in_model: has a slot in the reference decoder
     (`drill check --in-model`, drill/judge/inmodel.py `SWAPS`). bench: has a
     `drill bench` workload (drill/bench/workloads.py). defaults: the
-    contract's default argument values, read by the spec and the workload; the
-    starter's signature must show the same (checked by the index test).
+    contract's default values, each read from here by the spec and the
+    workload: a parameter's default (`eps`) or a module-level constant's
+    value when the file does not set it (`CONVENTION`, tile sizes); the
+    starter must show the same value (checked by the index test).
     device: "cuda" for an exercise that can only be graded on a GPU (the mock
     never picks it without one, `drill check` refuses it in one line).
     wave: 1 for the first exercises, 2 for those of exercises/README.md's Wave 2.
@@ -73,7 +75,7 @@ INDEX: tuple[Exercise, ...] = (
     Exercise("rope", ("apply_rope",),
              "rotary position embedding at absolute positions, either pairing convention",
              "positions", "medium", ("positional",), "good_rotate_half.py", in_model=True, bench=True,
-             defaults={"base": 10000.0}),
+             defaults={"base": 10000.0, "CONVENTION": "half"}),
     Exercise("rmsnorm", ("RMSNorm",),
              "root-mean-square normalisation with a learned weight, accumulated in fp32",
              "norms", "easy", ("normalization",), "good_rsqrt.py", in_model=True, bench=True,

@@ -27,12 +27,12 @@ moves the output by far more than these bounds on the cases built to reveal it.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import torch
 
-from drill.judge.spec import Case, Tolerance
+from drill.judge.spec import KIND_CALL, KIND_MODULE, Bug, Case, Diagnosis, Tolerance
 
 TOLERANCES: dict[str, Tolerance] = {
     "float32": Tolerance(atol=2e-5, rtol=1e-4),
@@ -44,6 +44,11 @@ TOLERANCES: dict[str, Tolerance] = {
 }
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+# The dtype sweep every exercise with float inputs runs (fp32 first: gradients are graded there),
+# its half-precision part, and how case names spell each dtype.
+DTYPE_SWEEP = ("float32", "float16", "bfloat16")
+HALF_DTYPES = ("float16", "bfloat16")
+DTYPE_LABEL = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
 
 
 class Draw:
@@ -60,7 +65,7 @@ class Draw:
         return self.rng.choice(options)
 
     def normal(self, *shape: int, dtype: str = "float32", scale: float = 1.0, shift: float = 0.0) -> torch.Tensor:
-        t = torch.randn(*shape, generator=self.gen) * scale + shift
+        t = torch.randn(shape, generator=self.gen) * scale + shift  # shape () gives a 0-dim tensor
         return t.to(DTYPES[dtype])
 
     def bools(self, *shape: int, p: float = 0.6) -> torch.Tensor:
@@ -123,3 +128,111 @@ def repeat_probe(case: Case, first: dict[str, Any]) -> Case:
             assert other == value, name
     case.repeat = dict(first)
     return case
+
+
+# ---------------------------------------------------------------- building blocks for specs
+#
+# Each block draws at most one thing (the upstream gradient, last), so a spec that switches to
+# one keeps its cases' drawing order, hence the same cases for a seed.
+
+
+def diagnoses(*items: Diagnosis) -> dict[str, Diagnosis]:
+    """A spec's diagnosis table, id -> Diagnosis; two with one id are a mistake in the spec."""
+    table: dict[str, Diagnosis] = {}
+    for item in items:
+        assert item.id not in table, f"diagnosis id {item.id} defined twice"
+        table[item.id] = item
+    return table
+
+
+def module_dtype(dtype: str) -> Any:
+    """What `Case.module_dtype` holds for a case of `dtype`: the grader casts the module for half only."""
+    return DTYPES[dtype] if dtype != "float32" else None
+
+
+def module_case(
+    d: Draw, name: str, target: str, args: dict[str, Any], *, init: tuple[Any, ...], params: dict[str, Any],
+    dtype: str = "float32", grads: bool = False, grad_inputs: tuple[str, ...] = ("x",),
+    out_shape: Sequence[int] | None = None, care: Any = None, ctx: dict[str, Any] | None = None,
+) -> Case:
+    """A KIND_MODULE case: `target(*init)` loaded with `params`, called on `args` (already drawn).
+
+    With `grads`, the gradients of `grad_inputs` and of every param are graded
+    against an upstream gradient of `out_shape` (default: the first arg's
+    shape), drawn here, after everything the caller drew.
+    """
+    shape = tuple(out_shape) if out_shape is not None else tuple(next(iter(args.values())).shape)
+    return Case(
+        name=name, target=target, kind=KIND_MODULE, args=args, init=init, params=params,
+        module_dtype=module_dtype(dtype), grad_inputs=grad_inputs if grads else (), grad_params=grads,
+        upstream=d.normal(*shape) if grads else None, care=care, out_dtype=DTYPES[dtype],
+        ctx={"dtype": dtype, **(ctx or {})},
+    )
+
+
+def call_case(
+    d: Draw, name: str, target: str, args: dict[str, Any], *, dtype: str = "float32", grads: tuple[str, ...] = (),
+    out_shape: Sequence[int] | None = None, out_dtype: Any = None, care: Any = None, ctx: dict[str, Any] | None = None,
+) -> Case:
+    """A KIND_CALL case: `target(*args)` (args already drawn); `grads` names the args whose gradients are graded.
+
+    The upstream gradient (of `out_shape`, default the first arg's shape; `()`
+    for a scalar loss) is drawn here, last. `out_dtype` defaults to `dtype`'s.
+    """
+    shape = tuple(out_shape) if out_shape is not None else tuple(next(iter(args.values())).shape)
+    return Case(
+        name=name, target=target, kind=KIND_CALL, args=args, grad_inputs=tuple(grads),
+        upstream=d.normal(*shape) if grads else None, care=care,
+        out_dtype=out_dtype if out_dtype is not None else DTYPES[dtype], ctx={"dtype": dtype, **(ctx or {})},
+    )
+
+
+def sweep(build: Callable[[str], Case], dtypes: Iterable[str] = DTYPE_SWEEP) -> list[Case]:
+    """One case per dtype, built (and drawn) in the order given: `build(dtype)` names and draws its case."""
+    return [build(dtype) for dtype in dtypes]
+
+
+def repeat_after(d: Draw, case: Case, first: dict[str, Any] | None = None, *, scale: float = 1.0,
+                 shift: float = 0.5) -> Case:
+    """`case` made a repeat-call probe whose first call gets fresh values (drawn here, after the case).
+
+    Every floating-point tensor arg the caller does not give in `first` is
+    redrawn with its shape and dtype (scaled and shifted, so a cached
+    statistic of the first call differs); any other arg must be given in
+    `first` or is reused as it is (scalars, sizes). For specs whose probe is
+    drawn before its case, call `repeat_probe` directly.
+    """
+    given = dict(first or {})
+    for name, value in case.args.items():
+        if name in given:
+            continue
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
+            dtype = next(k for k, v in DTYPES.items() if v == value.dtype)
+            given[name] = d.normal(*value.shape, dtype=dtype, scale=scale, shift=shift)
+        else:
+            given[name] = value
+    return repeat_probe(case, given)
+
+
+def variant_bugs(
+    table: dict[str, Diagnosis], variants: Iterable[tuple[str, str, Callable[..., Any]]],
+    wrap: Callable[[Callable[..., Any]], Callable[[Case], Any]] = lambda fn: fn, only: Iterable[str] | None = None,
+) -> tuple[Bug, ...]:
+    """Bugs from a (diagnosis id, label, variant fn) list; `wrap` turns a variant into `fn(case)`.
+
+    `only` keeps the ids that apply to this exercise (e.g. gqa's subset of the
+    attention mistakes), in the list's order.
+    """
+    keep = None if only is None else set(only)
+    return tuple(Bug(table[i], wrap(fn), label) for i, label, fn in variants if keep is None or i in keep)
+
+
+def causal_mask(t_q: int, t_k: int | None = None) -> torch.Tensor:
+    """(t_q, t_k) bool, True = may attend, bottom-right aligned: query i sits at position t_k - t_q + i.
+
+    With t_q == t_k it is the usual lower triangle; with t_q > t_k the first
+    t_q - t_k queries see no key (FlashAttention-2 and `causal_lower_right`'s
+    alignment; `F.scaled_dot_product_attention(is_causal=True)` is top-left).
+    """
+    t_k = t_q if t_k is None else t_k
+    return torch.ones(t_q, t_k, dtype=torch.bool).tril(diagonal=t_k - t_q)

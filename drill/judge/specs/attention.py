@@ -16,7 +16,7 @@ import torch
 
 from drill.judge.spec import FORBIDDEN_ATTENTION, FORBIDDEN_ATTENTION_CLASSES, Bug, Case, Spec
 from drill.judge.specs._attention_bugs import ATTENTION_VARIANTS, D, _fitted_scale, _guard, attend, named_scales
-from drill.judge.specs._common import TOLERANCES, Draw, reference_with_grads, repeat_probe
+from drill.judge.specs._common import TOLERANCES, Draw, causal_mask, reference_with_grads, repeat_probe, variant_bugs
 
 TARGET = "scaled_dot_product_attention"
 
@@ -76,7 +76,7 @@ def make_cases(seed: int) -> list[Case]:
     cases.append(_case(f"fp32 3-D inputs (B,T,d), T_q={tq}, T_k={tk}", d.normal(2, tq, dk), d.normal(2, tk, dk), d.normal(2, tk, dk)))
 
     T, dk = d.int(5, 12), d.choice([8, 16])
-    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    causal = causal_mask(T)
     cases.append(
         _case("fp32 causal mask (T,T)", d.normal(B, H, T, dk), d.normal(B, H, T, dk), d.normal(B, H, T, dk), causal,
               draw=d, grads=True)
@@ -113,7 +113,7 @@ def make_cases(seed: int) -> list[Case]:
     cases.append(_case("fp16, no mask", *(d.normal(B, H, T, 16, dtype="float16") for _ in range(3)), dtype="float16"))
 
     tq, tk = d.int(6, 10), d.int(3, 5)
-    cm = torch.ones(tq, tk, dtype=torch.bool).tril(diagonal=tk - tq)  # bottom-right: first rows see nothing
+    cm = causal_mask(tq, tk)  # bottom-right: first rows see nothing
     cases.append(
         _case(f"fp16 causal mask with T_q={tq} > T_k={tk} (fully masked rows)", d.normal(2, 2, tq, 16, dtype="float16"),
               d.normal(2, 2, tk, 16, dtype="float16"), d.normal(2, 2, tk, 16, dtype="float16"), cm, dtype="float16")
@@ -228,7 +228,7 @@ SPEC = Spec(
     make_cases=make_cases,
     reference=reference,
     tolerances=TOLERANCES,
-    bugs=tuple(Bug(D[bug_id], _variant(fn), label) for bug_id, label, fn in ATTENTION_VARIANTS)
+    bugs=variant_bugs(D, ATTENTION_VARIANTS, _variant)
     + tuple(NAMED_SCALES)
     + (Bug(D["wrong_scale"], _fit_scale, "another factor made of the input sizes", fit=True),),
     exception_bugs=(("without overflow", D["fp16_fill_overflow"]),),

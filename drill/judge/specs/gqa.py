@@ -21,7 +21,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from drill.judge.spec import FORBIDDEN_ATTENTION, FORBIDDEN_ATTENTION_CLASSES, KIND_MODULE, Bug, Case, Diagnosis, Spec
+from drill.judge.spec import FORBIDDEN_ATTENTION, FORBIDDEN_ATTENTION_CLASSES, Bug, Case, Diagnosis, Spec
 from drill.judge.specs._attention_bugs import (
     ATTENTION_VARIANTS,
     D,
@@ -32,7 +32,15 @@ from drill.judge.specs._attention_bugs import (
     shape_scales,
     split_heads,
 )
-from drill.judge.specs._common import DTYPES, TOLERANCES, Draw, reference_with_grads, repeat_probe
+from drill.judge.specs._common import (
+    TOLERANCES,
+    Draw,
+    causal_mask,
+    module_case,
+    reference_with_grads,
+    repeat_probe,
+    variant_bugs,
+)
 
 TARGET = "GroupedQueryAttention"
 PROJ = ("q_proj", "k_proj", "v_proj", "o_proj")
@@ -66,21 +74,10 @@ def _case(d: Draw, name: str, B: int, T: int, h: int, h_kv: int, dh: int, *, dty
         "v_proj.weight": d.weight(h_kv * dh, d_model, dtype=dtype),
         "o_proj.weight": d.weight(d_model, h * dh, dtype=dtype),
     }
-    return Case(
-        name=name,
-        target=TARGET,
-        kind=KIND_MODULE,
-        args={"x": d.normal(B, T, d_model, dtype=dtype, scale=scale)},
-        init=(d_model, h, h_kv),
-        params=params,
-        module_dtype=DTYPES[dtype] if dtype != "float32" else None,
-        grad_inputs=("x",) if grads else (),
-        grad_params=grads,
-        upstream=d.normal(B, T, d_model) if grads else None,
-        out_dtype=DTYPES[dtype],
-        ctx={"dtype": dtype, "n_heads": h, "n_kv_heads": h_kv,
-             **({"tol": "float32_large_logits"} if scale > 1.0 and dtype == "float32" else {})},
-    )
+    x = d.normal(B, T, d_model, dtype=dtype, scale=scale)
+    return module_case(d, name, TARGET, {"x": x}, init=(d_model, h, h_kv), params=params, dtype=dtype, grads=grads,
+                       ctx={"n_heads": h, "n_kv_heads": h_kv,
+                            **({"tol": "float32_large_logits"} if scale > 1.0 and dtype == "float32" else {})})
 
 
 def make_cases(seed: int) -> list[Case]:
@@ -144,7 +141,7 @@ def gqa_variant(case: Case, *, tiled=False, mask="causal", core=None, scale=None
         k, v = k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)
     m = None
     if mask == "causal":
-        m = torch.ones(T, T, dtype=torch.bool).tril()
+        m = causal_mask(T)
     elif mask == "strict":
         m = torch.ones(T, T, dtype=torch.bool).tril(diagonal=-1)
     if core is None:
@@ -192,7 +189,7 @@ BUGS = [
     Bug(D["heads_strided_split"], lambda c: gqa_variant(c, strided_split=True), "view(B, T, d_head, heads) to split"),
     *NAMED_SCALES,
     Bug(D["wrong_scale"], _fit_scale, "another factor made of the sizes", fit=True),
-] + [Bug(D[i], (lambda fn: lambda c: gqa_variant(c, core=fn))(fn), label) for i, label, fn in ATTENTION_VARIANTS if i in APPLICABLE]
+] + [*variant_bugs(D, ATTENTION_VARIANTS, lambda fn: lambda c: gqa_variant(c, core=fn), only=APPLICABLE)]
 
 SPEC = Spec(
     name="gqa",

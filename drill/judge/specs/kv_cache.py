@@ -33,7 +33,7 @@ import torch
 from drill.judge.registry import default
 from drill.judge.spec import FORBIDDEN_ATTENTION, FORBIDDEN_ATTENTION_CLASSES, Bug, Case, Spec
 from drill.judge.specs._attention_bugs import D as AD
-from drill.judge.specs._common import DTYPES, TOLERANCES, Draw, reference_with_grads
+from drill.judge.specs._common import DTYPES, TOLERANCES, Draw, module_dtype, reference_with_grads, variant_bugs
 from drill.judge.diagnose import GENERIC
 from drill.judge.specs._kv_bugs import (
     KD,
@@ -96,7 +96,7 @@ def _scenario(
                 args=dict(args),
                 init=(d_model, h, h_kv, float(base)),
                 params=params,
-                module_dtype=DTYPES[dtype] if dtype != "float32" else None,
+                module_dtype=module_dtype(dtype),
                 out_dtype=DTYPES[dtype],
                 grad_inputs=("x",) if with_grads else (),
                 grad_params=with_grads,
@@ -161,7 +161,7 @@ SPEC = Spec(
     make_cases=make_cases,
     reference=reference,
     tolerances=TOLERANCES,
-    bugs=tuple(Bug(KD[i], _bug(knobs), label) for i, label, knobs in KV_VARIANTS)
+    bugs=variant_bugs(KD, KV_VARIANTS, _bug)
     + (
         Bug(AD["missing_scale"], missing_scale, "no 1/sqrt(d_head) scaling"),
         Bug(AD["scale_after_softmax"], scale_after_softmax, "probabilities divided by sqrt(d_head) after the softmax"),

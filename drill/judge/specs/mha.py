@@ -15,7 +15,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from drill.judge.spec import FORBIDDEN_ATTENTION, FORBIDDEN_ATTENTION_CLASSES, KIND_MODULE, Bug, Case, Diagnosis, Spec
+from drill.judge.spec import FORBIDDEN_ATTENTION, FORBIDDEN_ATTENTION_CLASSES, Bug, Case, Diagnosis, Spec
 from drill.judge.specs._attention_bugs import (
     ATTENTION_VARIANTS,
     D,
@@ -26,7 +26,15 @@ from drill.judge.specs._attention_bugs import (
     shape_scales,
     split_heads,
 )
-from drill.judge.specs._common import DTYPES, TOLERANCES, Draw, reference_with_grads, repeat_probe
+from drill.judge.specs._common import (
+    TOLERANCES,
+    Draw,
+    causal_mask,
+    module_case,
+    reference_with_grads,
+    repeat_probe,
+    variant_bugs,
+)
 
 TARGET = "MultiHeadAttention"
 PROJ = ("q_proj", "k_proj", "v_proj", "o_proj")
@@ -70,21 +78,8 @@ def _case(
     if mask is not None:
         rows = torch.broadcast_to(mask.any(dim=-1), (B, H, T)).all(dim=1)  # (B, T): every head sees a key
         care = rows[..., None].expand(B, T, d_model).clone()
-    return Case(
-        name=name,
-        target=TARGET,
-        kind=KIND_MODULE,
-        args=args,
-        init=(d_model, H),
-        params=params,
-        module_dtype=DTYPES[dtype] if dtype != "float32" else None,
-        grad_inputs=("x",) if grads else (),
-        grad_params=grads,
-        upstream=d.normal(B, T, d_model) if grads else None,
-        care=care,
-        out_dtype=DTYPES[dtype],
-        ctx={"dtype": dtype, "n_heads": H, **({"probe": D["mask_shape_assumed"]} if probe else {})},
-    )
+    return module_case(d, name, TARGET, args, init=(d_model, H), params=params, dtype=dtype, grads=grads, care=care,
+                       ctx={"n_heads": H, **({"probe": D["mask_shape_assumed"]} if probe else {})})
 
 
 def make_cases(seed: int) -> list[Case]:
@@ -95,7 +90,7 @@ def make_cases(seed: int) -> list[Case]:
     T = d.int(4, 9)
     cases.append(_case(d, f"fp32 d_model={H * dh}, n_heads={H}, no mask", 2, T, H * dh, H, grads=True))
     H, dh, T = 3, d.choice([4, 6]), d.int(5, 10)
-    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    causal = causal_mask(T)
     cases.append(_case(d, f"fp32 causal mask (T,T), n_heads={H}", 2, T, H * dh, H, causal, grads=True))
     H, dh, T = d.choice([4, 8]), 4, d.int(5, 9)
     pad = torch.ones(3, 1, 1, T, dtype=torch.bool)
@@ -118,7 +113,7 @@ def make_cases(seed: int) -> list[Case]:
     cases.append(_case(d, "fp16 random mask with a fully masked row, n_heads=2", 2, T, 16, 2, m, dtype="float16"))
     T = d.int(4, 8)
     cases.append(
-        _case(d, "bf16 causal mask, n_heads=2", 2, T, 32, 2, torch.ones(T, T, dtype=torch.bool).tril(), dtype="bfloat16")
+        _case(d, "bf16 causal mask, n_heads=2", 2, T, 32, 2, causal_mask(T), dtype="bfloat16")
     )
     return cases + _mask_shape_cases(d) + [_repeat_case(d)]  # each drawn after the ones before
 
@@ -244,7 +239,7 @@ _SIZES = {
 # d_head's 1/d and sqrt slips come from the shared ATTENTION_VARIANTS (d_k is d_head per head).
 NAMED_SCALES = named_scales(_SIZES, lambda c, s: mha_variant(c, scale=s), skip={"1/sqrt(d_head)", "1/d_head", "sqrt(d_head)"})
 
-BUGS = [Bug(D[i], _core_bug(fn), label) for i, label, fn in ATTENTION_VARIANTS] + [
+BUGS = [*variant_bugs(D, ATTENTION_VARIANTS, _core_bug)] + [
     Bug(MHA_D["split_heads_no_transpose"], lambda c: mha_variant(c, split_ok=False, merge_ok=False), "view without transpose, both ways"),
     Bug(MHA_D["split_heads_no_transpose"], lambda c: mha_variant(c, split_ok=False), "view without transpose"),
     Bug(MHA_D["merge_heads_no_transpose"], lambda c: mha_variant(c, merge_ok=False), "reshape without transpose"),

@@ -35,12 +35,14 @@ from __future__ import annotations
 
 import torch
 
+from drill.judge.registry import default
 from drill.judge.spec import Bug, Case, Spec, Tolerance
-from drill.judge.specs._common import TOLERANCES, Draw, reference_with_grads, repeat_probe
+from drill.judge.specs._common import TOLERANCES, Draw, reference_with_grads, repeat_probe, variant_bugs
 from drill.judge.diagnose import GENERIC
 from drill.judge.specs._rope_bugs import CONVENTIONS, RD, ROPE_VARIANTS, rotate
 
 TARGET = "apply_rope"
+DEFAULT_CONVENTION = default("rope", "CONVENTION")  # a file without CONVENTION is graded as this
 ANGLE_ERROR_PER_POSITION = 3e-7  # measured spread of correct fp32-angle solutions ~1e-7 x position
 POSITION_BUCKETS = tuple(2**k for k in range(10, 18))  # 1024 .. 131072
 
@@ -232,7 +234,7 @@ def prepare(cases: list[Case], attrs: dict) -> tuple | None:
     """Apply the file's declared CONVENTION (reported by the child); refuse an unknown one."""
     info = attrs.get("CONVENTION") or {}
     if not info.get("present"):
-        convention, declared = "half", "absent"
+        convention, declared = DEFAULT_CONVENTION, "absent"
     else:
         value = info.get("value")
         if not isinstance(value, str) or value not in CONVENTIONS:
@@ -285,7 +287,7 @@ SPEC = Spec(
     make_cases=make_cases,
     reference=reference,
     tolerances=_tolerances(),
-    bugs=tuple(Bug(RD[i], _variant(fn), label) for i, label, fn in ROPE_VARIANTS)
+    bugs=variant_bugs(RD, ROPE_VARIANTS, _variant)
     + tuple(Bug(GENERIC["state_between_calls"], _stale_variant(label), label) for label, _, _ in STALE_KEYS),
     report_attrs=("CONVENTION",),
     prepare=prepare,

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from drill.judge.registry import default
 from drill.judge.spec import KIND_MAP, KIND_MODULE, Bug, Case, Diagnosis, Spec
-from drill.judge.specs._common import DTYPES, TOLERANCES, Draw, reference_with_grads, repeat_probe
+from drill.judge.specs._common import TOLERANCES, Draw, module_case, reference_with_grads, repeat_probe
 
 MULTIPLE_OF = default("swiglu", "multiple_of")  # the contract's default
 
@@ -77,11 +77,8 @@ def make_cases(seed: int) -> list[Case]:
 
 
 def _module_case(d: Draw, name: str, shape: tuple, dff: int, params: dict, dtype: str, grads: bool) -> Case:
-    return Case(name=name, target="SwiGLU", kind=KIND_MODULE,
-                args={"x": d.normal(*shape, dtype=dtype)}, init=(shape[-1], dff), params=params,
-                module_dtype=DTYPES[dtype] if dtype != "float32" else None,
-                grad_inputs=("x",) if grads else (), grad_params=grads,
-                upstream=d.normal(*shape) if grads else None, out_dtype=DTYPES[dtype], ctx={"dtype": dtype})
+    x = d.normal(*shape, dtype=dtype)
+    return module_case(d, name, "SwiGLU", {"x": x}, init=(shape[-1], dff), params=params, dtype=dtype, grads=grads)
 
 
 def reference(case: Case):
