@@ -5,7 +5,8 @@ says which names are graded, which library ops are forbidden, how to draw
 test cases, how to compute the expected answer with the reference model and
 which known-bug variants to try when a case fails. Adding an exercise means
 writing one module under `drill/judge/specs/` that builds a `Spec`, and adding
-its name to `drill/judge/registry.py`; the engine needs no change.
+its entry to the exercise index (`INDEX` in `drill/judge/registry.py`); the
+engine needs no change.
 
 This module imports no torch at import time (the CLI lists exercises without
 it); tensors appear only as values inside the dataclasses.
