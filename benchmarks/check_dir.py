@@ -79,8 +79,8 @@ def main() -> None:
         label = f"drill check DIR ({len(GOOD)} exercises)"
         print(f"{label:31s} median {t_dir:6.2f} s  (runs: {', '.join(f'{x:.2f}' for x in dir_s)})")
         print(f"ratio DIR / import torch        {t_dir / t_torch:6.2f}   (target <= 3.0)")
-        # Comparable across index sizes: 2.58 / 7 = 0.37 was measured with the first seven exercises.
-        print(f"  per exercise                  {t_dir / t_torch / len(GOOD):6.3f}   (seven exercises measured 0.37)")
+        # Comparable across index sizes: 2.58 / 7 = 0.37 was measured with the first 7 exercises.
+        print(f"  per exercise                  {t_dir / t_torch / len(GOOD):6.3f}   (the first 7 measured 0.37)")
 
         for name, fixture in AUDITED.items():
             path = tmp_path / f"{name}.py"
