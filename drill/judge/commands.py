@@ -115,7 +115,7 @@ def register(app: typer.Typer) -> None:
     @app.command("exercises")
     def exercises_cmd() -> None:
         """List the exercises with your attempts and best result so far."""
-        from drill.judge.registry import exercise_names
+        from drill.judge.registry import INDEX, exercise_names
 
         from drill.store import open_store
 
@@ -129,6 +129,8 @@ def register(app: typer.Typer) -> None:
             err_console.print(Text(f"note: {note}", style="dim"), soft_wrap=True)
         table = Table(show_header=True, header_style="bold")
         table.add_column("exercise")
+        table.add_column("track")
+        table.add_column("level")
         table.add_column("attempts", justify="right")
         table.add_column("best result")
         table.add_column("last attempt")
@@ -137,7 +139,9 @@ def register(app: typer.Typer) -> None:
             mine = [a for a in attempts if a.exercise == name]
             status = best.get(name, "-")
             last = f"{mine[-1].attempted_at[:10]} {mine[-1].status}" if mine else "-"
-            table.add_row(name, str(len(mine)), f"[{styles.get(status, 'dim')}]{status}[/]", last)
+            entry = next((e for e in INDEX if e.name == name), None)  # a starter the index lacks: listed bare
+            track, level = (entry.track, entry.difficulty) if entry else ("-", "-")
+            table.add_row(name, track, level, str(len(mine)), f"[{styles.get(status, 'dim')}]{status}[/]", last)
         Console(highlight=False).print(table)
         if not attempts:
             Console(highlight=False).print("[dim]start one: drill start attention[/]")
