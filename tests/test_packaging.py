@@ -49,12 +49,14 @@ def test_wheel_installs_and_finds_its_data(tmp_path: Path) -> None:
     probe = (
         "import drill, drill.reference, drill.paths as p;"
         "assert drill.reference.__file__.startswith(%r), drill.reference.__file__;"
-        "print(len(list(p.questions_dir().glob('*.yaml'))), len(list(p.exercises_dir().glob('*.py'))))"
+        "print(len(list(p.questions_dir().glob('*.yaml'))), len(list(p.exercises_dir().glob('*.py'))),"
+        " int((p.exercises_dir() / 'README.md').is_file()))"
     ) % str(target)
     out = subprocess.run([str(py), "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert str(ROOT) not in out.stdout
-    n_yaml, n_py = map(int, out.stdout.split())
+    n_yaml, n_py, contract = map(int, out.stdout.split())
+    assert contract == 1  # the exercise contract (exercises/README.md) ships with the starters
     assert n_yaml == len(list((ROOT / "questions").glob("*.yaml")))
     assert n_py == len(list((ROOT / "exercises").glob("*.py")))
 
