@@ -457,3 +457,15 @@ def test_a_duplicate_entry_is_reported(tmp_path: Path) -> None:
 
 def test_count_word() -> None:
     assert count_word(7) == "seven" and count_word(12) == "twelve" and count_word(40) == "40"
+
+
+def test_a_cuda_only_exercise_is_refused_by_check_without_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    from drill.errors import UserError
+    from drill.judge.check import check_file
+
+    monkeypatch.setitem(registry._BY_NAME, "rmsnorm", dataclasses.replace(registry.entry("rmsnorm"), device="cuda"))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(UserError, match="rmsnorm can only be graded on a CUDA device"):
+        check_file(ROOT / "tests/fixtures/solutions/rmsnorm/good_rsqrt.py", "rmsnorm", seed=1)
