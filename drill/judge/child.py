@@ -394,10 +394,11 @@ _DENIED_EVENTS = frozenset({
     "ctypes.addressof", "ctypes.get_errno", "ctypes.set_errno", "ctypes.seh_exception",
     "gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames", "sys._current_exceptions",
     "sys.addaudithook", "sys.setprofile", "sys.settrace", "sqlite3.connect", "sqlite3.connect/handle",
-    "sys._getframe", "sys._getframemodulename", "webbrowser.open",
+    "webbrowser.open",
 })
-_FRAME_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "gi_code", "cr_code", "ag_code", "f_back",
-                          "__globals__", "__code__", "f_globals", "f_locals", "f_builtins"})
+# Audited attribute reads that lead to another frame's globals (sys._getframe and __code__ are left alone:
+# namedtuple, TypeVar, enum and dataclasses use them in ordinary solutions).
+_FRAME_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "__globals__"})
 _PATH_EVENTS = frozenset({"os.remove", "os.rename", "os.rmdir", "os.mkdir", "os.truncate", "os.chmod", "os.chown",
                           "os.link", "os.symlink", "shutil.rmtree", "shutil.move", "shutil.copyfile", "os.utime",
                           "os.chflags", "os.lchflags", "os.setxattr", "os.removexattr"})
@@ -535,6 +536,9 @@ def resolve_attr(obj, path: str, owner: str):
     return cur
 
 
+HOST = sys.modules.get(__name__)  # this module, for the sibling executors (sys.modules loses "__main__" before learner code)
+
+
 def run_inmodel(mod, case: dict, tensors: dict) -> dict:
     """In-model case: build the decoder from the source the parent sent (the graded part cut out), swap the
     learner's component in, return logits or greedy tokens (see drill/judge/inmodel.py and decoder.py)."""
@@ -562,7 +566,7 @@ def run_case(mod, case: dict, tensors: dict) -> dict:
     if case["kind"] == "inmodel":
         return run_inmodel(mod, case, tensors)
     if case["kind"] in EXTENSIONS:
-        return extension(case["kind"]).run_case(mod, case, tensors, sys.modules[__name__])
+        return extension(case["kind"]).run_case(mod, case, tensors, HOST)
     target = case["target"]
     fn = getattr(mod, target)
     if case["kind"] == "map":
@@ -715,7 +719,8 @@ def serve(job: dict) -> None:
     patterns = job.get("forbidden", [])
     blocked = block_kernels(patterns)
     block_functions(patterns)
-    writable = [where["scratch"], WORK, "/tmp", "/dev/shm", "/var/tmp"]
+    boxed = SANDBOX.get("sandbox") == "namespaces"  # /tmp and /dev/shm are private tmpfs only inside the sandbox
+    writable = [where["scratch"], WORK] + (["/tmp", "/dev/shm"] if boxed else [])
     install_audit_hook(writable, job.get("hidden", []))
     record({"event": "sandbox", **{k: v for k, v in SANDBOX.items() if k != "fatal"}, "kernels_blocked": len(blocked),
             "audit_hook": True})
@@ -772,7 +777,7 @@ def serve(job: dict) -> None:
         record({"event": "end", "case": i, "elapsed": elapsed, **(failure or {"status": "ok"})})
     if job.get("audit"):
         t0 = time.perf_counter()
-        data, failure = guarded(lambda: extension("audit").run(job["audit"], mod, sys.modules[__name__]))
+        data, failure = guarded(lambda: extension("audit").run(job["audit"], mod, HOST))
         entry = {"event": "audit", "name": job["audit"]["name"], "elapsed": time.perf_counter() - t0}
         record({**entry, "data": data} if failure is None else {**entry, "error": failure})
     _leave()

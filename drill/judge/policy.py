@@ -126,7 +126,9 @@ class Violation:
     source: str = ""
 
     def detail(self, path: str | Path, more: int = 0) -> str:
-        quoted = f": {self.source}" if self.source else ""
+        from drill.judge.boundary import safe_text
+
+        quoted = f": {safe_text(self.source, 200)}" if self.source else ""
         extra = f" (and {more} more)" if more else ""
         return f"{path}:{self.line}: {self.what}{extra}{quoted} — {ALLOWED_SUMMARY}"
 
