@@ -53,7 +53,7 @@ CASES: dict[str, tuple] = {
     "pop_modes": ("policy_violation", "forbidden_op", {}),
     "patch_fnmatch": ("policy_violation", "forbidden_op", {}),
     # the answer computed elsewhere
-    "reference_by_path": ("policy_violation", STOPPED, {}),
+    "reference_by_path": ("policy_violation", STOPPED | {"time_limit"}, {}),  # its search may run out of time
     "subprocess_empty_env": ("policy_violation", STOPPED, {}),
     # reaching the judge, the store, the terminal
     "proc_environ_store": ("policy_violation", {"policy_violation", "exception"}, {}),
@@ -61,7 +61,7 @@ CASES: dict[str, tuple] = {
     "deep_json_status": ("policy_violation", {"crashed", "policy_violation"}, {}),
     "forge_status": ("policy_violation", {"crashed", "policy_violation"}, {}),
     "delete_status_sleep": ("policy_violation", {"time_limit", "policy_violation"}, {"timeout_s": 3.0}),
-    "shm_fill": ("policy_violation", STOPPED | {"memory_limit"}, {}),
+    "shm_fill": ("policy_violation", STOPPED | {"memory_limit", "output_limit"}, {}),
     "disk_fill": ("policy_violation", STOPPED | {"output_limit"}, {}),
     "signal_drill": ("policy_violation", {"policy_violation", "crashed"}, {}),
     "empty_env_helper": ("policy_violation", {"policy_violation", "crashed"}, {}),

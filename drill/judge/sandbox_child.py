@@ -184,8 +184,18 @@ def drop_privileges() -> None:
     prctl(PR_SET_DUMPABLE, 0)
 
 
-def _mirror(status: int) -> None:
-    """Leave with the same exit status as a waited-for process (its signal re-raised on ourselves)."""
+def _mirror(status: int, *, decode_init: bool = False) -> None:
+    """Leave with the same exit status as a waited-for process (its signal re-raised on ourselves).
+
+    A namespace's PID 1 cannot die of its own default-action signal, so init
+    exits with 128 + signal instead; the supervisor (`decode_init`) turns that
+    back into the signal, which is what the parent reads (SIGXCPU -> cpu_limit).
+    """
+    if decode_init and os.WIFEXITED(status) and 128 < os.WEXITSTATUS(status) < 128 + 65:
+        sig = os.WEXITSTATUS(status) - 128
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+        time.sleep(1)
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         signal.signal(sig, signal.SIG_DFL)
@@ -216,11 +226,11 @@ def _supervise(child: int, hard_timeout_s: float) -> None:
     while True:
         pid, status = os.waitpid(child, os.WNOHANG)
         if pid == child:
-            _mirror(status)
+            _mirror(status, decode_init=True)
         if time.monotonic() > deadline:
             os.kill(child, signal.SIGKILL)
             _, status = os.waitpid(child, 0)
-            _mirror(status)
+            _mirror(status, decode_init=True)
         time.sleep(0.05)
 
 
