@@ -55,7 +55,7 @@ def index_errors(
     for e in index:
         errors += [f"{e.name}: {msg}" for msg in _entry_errors(e, root, spec_of)]
     errors += _membership(names, [e.name for e in index if e.bench], workloads, "a bench workload (drill/bench/workloads.py)")
-    errors += _membership(names, [e.name for e in index if e.in_model], swaps, "a decoder slot (inmodel.SWAPS)")
+    errors += _membership(names, [e.name for e in index if e.in_model], swaps, "a decoder slot (decoder.GRADED_PARTS)")
     for what, found in (
         ("starter file exercises/{}.py", {p.stem for p in (root / "exercises").glob("*.py") if not p.stem.startswith("_")}),
         ("spec drill/judge/specs/{}.py", {p.stem for p in (root / "drill/judge/specs").glob("*.py") if not p.stem.startswith("_")}),
@@ -267,9 +267,9 @@ def _count_errors(n: int, root: Path) -> list[str]:
 
 def _real_checks() -> dict[str, Any]:
     from drill.bench import workloads
-    from drill.judge import inmodel
+    from drill.judge import decoder
 
-    return {"spec_of": registry.load_spec, "workloads": workloads._DEFINED, "swaps": inmodel.SWAPS}
+    return {"spec_of": registry.load_spec, "workloads": workloads._DEFINED, "swaps": decoder.GRADED_PARTS}
 
 
 # ---------------------------------------------------------------- the repository

@@ -174,7 +174,7 @@ def _help_text() -> str:
 
 def test_check_help_shows_bracketed_types_literally(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "300")
-    assert "advisories [str], audit [str]." in _help_text()  # Rich markup once swallowed the "[str]"
+    assert "advisories [str], audit [str], layers {" in _help_text()  # Rich markup once swallowed the "[str]"
 
 
 @pytest.mark.parametrize(("typed", "canonical"), [

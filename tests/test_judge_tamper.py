@@ -1,40 +1,70 @@
-"""Hostile or broken learner files end in an honest failure, quickly, leaving nothing behind.
+"""Hostile or broken learner files end in an honest failure, quickly, leaving nothing behind (issue 13).
 
-One fixture per case in tests/fixtures/tamper/ (each is an attention.py
-attempt). Short limits keep the suite fast; each case must end well within
-its limit plus start-up, never pass, and leave no process carrying the marker.
+One fixture per attack class in tests/fixtures/tamper/ (each an attention.py
+attempt). Every file is graded twice on a fork server (runner.ChildPool):
+with the static policy (layer 1) on, as `drill check` does, and with it off,
+so the layers below it (forbidden kernels and the audit hook in the child,
+the OS sandbox, the parent's boundary) must hold on their own. Each run must
+fail within its limit plus start-up, leave no process carrying a marker, and
+leave the progress store untouched.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from drill.judge import sandbox
 from drill.judge.check import check_file
-from drill.judge.runner import Limits
+from drill.judge.runner import ChildPool, Limits
 
 TAMPER = Path(__file__).parent / "fixtures" / "tamper"
 BASE = dict(timeout_s=20.0, cpu_s=20.0, memory_mb=2048)
+ANY = None  # any honest failure
+STOPPED = {"policy_violation", "crashed", "exception"}  # refused at run time, or could not get going
 
-# file -> (expected diagnosis id or None for "any failure", limit overrides)
-CASES = {
-    "exit_early": ("crashed", {}),
-    "system_exit": ("crashed", {}),
-    "forge_results": ("crashed", {}),
-    "monkeypatch_allclose": (None, {}),
-    "fake_verdict": (None, {}),
-    "infinite_loop": ("cpu_limit", {"cpu_s": 5.0, "timeout_s": 40.0}),
-    "sleeps": ("time_limit", {"timeout_s": 3.0}),
-    "leaves_child": ("crashed", {}),
-    "setsid_grandchild": ("crashed", {}),
-    "memory_bomb": ("memory_limit", {"memory_mb": 1536}),  # torch 2.11's CUDA build needs ~800 MB just to import
-    "wrong_type": ("wrong_type", {}),
-    "aten_kernel": ("forbidden_op", {}),
-    "import_drill": ("forbidden_op", {}),
-    "swallow_forbidden": ("forbidden_op", {}),
+# file -> (diagnosis with the policy on, diagnosis(es) with it off, limit overrides)
+CASES: dict[str, tuple] = {
+    "exit_early": ("policy_violation", "crashed", {}),
+    "system_exit": ("policy_violation", "crashed", {}),
+    "forge_results": ("policy_violation", "crashed", {}),
+    "monkeypatch_allclose": ("policy_violation", ANY, {}),
+    "fake_verdict": ("policy_violation", ANY, {}),
+    "infinite_loop": ("cpu_limit", "cpu_limit", {"cpu_s": 5.0, "timeout_s": 40.0}),
+    "sleeps": ("policy_violation", "time_limit", {"timeout_s": 3.0}),
+    "leaves_child": ("policy_violation", {"policy_violation", "crashed"}, {}),
+    "setsid_grandchild": ("policy_violation", {"policy_violation", "crashed"}, {}),
+    "memory_bomb": ("memory_limit", "memory_limit", {"memory_mb": 1536}),  # torch 2.11's CUDA build needs ~800 MB to import
+    "wrong_type": ("wrong_type", "wrong_type", {}),
+    "aten_kernel": ("policy_violation", "forbidden_op", {}),
+    "import_drill": ("policy_violation", {"policy_violation", "forbidden_op", "exception"}, {}),
+    "swallow_forbidden": ("forbidden_op", "forbidden_op", {}),
+    # forbidden op hidden from the Python traps
+    "jit_script_sdpa": ("policy_violation", "forbidden_op", {}),
+    "thread_sdpa": ("policy_violation", "forbidden_op", {}),
+    "disable_torch_function": ("policy_violation", "forbidden_op", {}),
+    "pop_modes": ("policy_violation", "forbidden_op", {}),
+    "patch_fnmatch": ("policy_violation", "forbidden_op", {}),
+    # the answer computed elsewhere
+    "reference_by_path": ("policy_violation", STOPPED | {"time_limit"}, {}),  # its search may run out of time
+    "subprocess_empty_env": ("policy_violation", STOPPED, {}),
+    # reaching the judge, the store, the terminal
+    "proc_environ_store": ("policy_violation", {"policy_violation", "exception"}, {}),
+    "ansi_message": ("exception", "exception", {}),
+    "deep_json_status": ("policy_violation", {"crashed", "policy_violation"}, {}),
+    "forge_status": ("policy_violation", {"crashed", "policy_violation"}, {}),
+    "delete_status_sleep": ("policy_violation", {"time_limit", "policy_violation"}, {"timeout_s": 3.0}),
+    "shm_fill": ("policy_violation", STOPPED | {"memory_limit", "output_limit"}, {}),
+    "disk_fill": ("policy_violation", STOPPED | {"output_limit"}, {}),
+    "signal_drill": ("policy_violation", {"policy_violation", "crashed"}, {}),
+    "empty_env_helper": ("policy_violation", {"policy_violation", "crashed"}, {}),
 }
 
 
@@ -52,27 +82,154 @@ def _marked_processes() -> list[int]:
     return found
 
 
+@pytest.fixture(scope="module")
+def pool():
+    with ChildPool() as p:
+        yield p
+
+
+@pytest.fixture()
+def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A DRILL_HOME with a progress.db sentinel, visible in this (grading) process's environment."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "progress.db").write_bytes(b"sentinel")
+    monkeypatch.setenv("DRILL_HOME", str(home))
+    return home
+
+
 def test_every_tamper_fixture_has_a_case() -> None:
     assert {p.stem for p in TAMPER.glob("*.py")} == set(CASES)
 
 
+def _accepts(want, got: str) -> bool:
+    if want is ANY:
+        return True
+    return got in want if isinstance(want, set) else got == want
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy", [True, False], ids=["policy_on", "policy_off"])
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_tampering_fails_honestly(name: str) -> None:
-    want, overrides = CASES[name]
+def test_tampering_fails_honestly(name: str, policy: bool, pool: ChildPool, store: Path) -> None:
+    with_policy, without, overrides = CASES[name]
     limits = Limits(**{**BASE, **overrides})
     t0 = time.monotonic()
-    result = check_file(TAMPER / f"{name}.py", "attention", seed=7, limits=limits)
+    result = check_file(TAMPER / f"{name}.py", "attention", seed=7, limits=limits, pool=pool, policy=policy)
     elapsed = time.monotonic() - t0
-    assert result.status in ("fail", "error"), f"{name} must never pass"
+    assert result.status in ("fail", "error"), f"{name} must never pass: {result.layers}"
     assert result.diagnosis is not None
-    if want is not None:
-        assert result.diagnosis.id == want, result.diagnosis_detail
-    # generous: start-up of two torch imports on a loaded 2-core machine, plus the limit
+    assert _accepts(with_policy if policy else without, result.diagnosis.id), (result.diagnosis.id,
+                                                                               result.diagnosis_detail)
     assert elapsed < min(limits.timeout_s, limits.cpu_s) + 45
     assert _marked_processes() == [], "a learner-started process survived the grader"
+    assert (store / "progress.db").read_bytes() == b"sentinel" and os.listdir(store) == ["progress.db"]
+    assert not Path("/dev/shm/drill-tamper-marker-shm").exists()
+    text = json.dumps(result.to_json())
+    assert "\x1b" not in text and "\x1b" not in result.diagnosis_detail
 
 
-def test_forbidden_op_report_names_op_and_line() -> None:
-    result = check_file(TAMPER / "swallow_forbidden.py", "attention", seed=3, limits=Limits(**BASE))
+def test_forbidden_op_report_names_op_and_line(pool: ChildPool) -> None:
+    result = check_file(TAMPER / "swallow_forbidden.py", "attention", seed=3, limits=Limits(**BASE), pool=pool)
     assert "scaled_dot_product_attention" in result.diagnosis_detail
     assert "line 17" in result.diagnosis_detail
+
+
+def test_threaded_forbidden_op_is_caught_below_python(pool: ChildPool) -> None:
+    """The kernel-level block (layer 2) catches what the thread-local modes cannot see, naming the aten op."""
+    result = check_file(TAMPER / "thread_sdpa.py", "attention", seed=3, limits=Limits(**BASE), pool=pool, policy=False)
+    assert result.diagnosis.id == "forbidden_op"
+    assert "scaled_dot_product" in result.diagnosis_detail
+    assert "aten ops blocked" in result.layers["kernels"]
+
+
+def test_policy_violation_quotes_file_line_and_what_is_allowed(pool: ChildPool) -> None:
+    result = check_file(TAMPER / "thread_sdpa.py", "attention", seed=3, limits=Limits(**BASE), pool=pool)
+    assert result.diagnosis.id == "policy_violation" and result.status == "fail"
+    assert "thread_sdpa.py:15: `import threading` is not allowed" in result.diagnosis_detail
+    assert "allowed: imports of torch" in result.diagnosis_detail
+    assert result.layers["kernels"] == "not run"  # refused before anything ran
+
+
+def test_escape_codes_never_reach_the_terminal(pool: ChildPool) -> None:
+    from rich.console import Console
+
+    from drill.judge.report import render
+
+    result = check_file(TAMPER / "ansi_message.py", "attention", seed=3, limits=Limits(**BASE), pool=pool)
+    console = Console(record=True, width=200, force_terminal=True, color_system=None)
+    render(result, console, verbose=True)
+    shown = console.export_text()
+    assert "\\x1b[2J" in result.diagnosis_detail  # shown escaped, not interpreted
+    assert "\x1b[2J" not in shown and "\x07" not in shown and "\r" not in result.diagnosis_detail
+    assert all(len(t.message) <= 2100 for t in result.tests)  # length-capped
+
+
+@pytest.mark.skipif(sandbox.mode()[0] != "namespaces", reason=f"no namespace sandbox here: {sandbox.mode()[1]}")
+def test_sandbox_is_active_and_reported(pool: ChildPool) -> None:
+    good = Path(__file__).parent / "fixtures" / "solutions" / "attention" / "good_matmul_softmax.py"
+    result = check_file(good, "attention", seed=3, limits=Limits(**BASE), pool=pool)
+    assert result.status == "pass"
+    assert result.layers["sandbox"].startswith("namespaces")
+    assert result.to_json()["layers"]["sandbox"].startswith("namespaces")
+
+
+def test_fallback_without_namespaces_still_holds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """DRILL_SANDBOX=off forces the fallback: a correct file passes, attacks still fail, the JSON says so."""
+    monkeypatch.setenv("DRILL_SANDBOX", "off")
+    assert sandbox.mode() == ("off", "DRILL_SANDBOX=off")
+    good = Path(__file__).parent / "fixtures" / "solutions" / "attention" / "good_matmul_softmax.py"
+    with ChildPool() as pool:
+        ok = check_file(good, "attention", seed=3, limits=Limits(**BASE), pool=pool)
+        thread = check_file(TAMPER / "thread_sdpa.py", "attention", seed=3, limits=Limits(**BASE), pool=pool,
+                            policy=False)
+        helper = check_file(TAMPER / "empty_env_helper.py", "attention", seed=3, limits=Limits(**BASE), pool=pool,
+                            policy=False)
+    assert ok.status == "pass" and ok.layers["sandbox"].startswith("off: DRILL_SANDBOX=off")
+    assert thread.diagnosis.id == "forbidden_op"
+    assert helper.status != "pass" and _marked_processes() == []
+
+
+def test_single_run_child_without_a_pool_is_sandboxed_too() -> None:
+    good = Path(__file__).parent / "fixtures" / "solutions" / "rmsnorm" / "good_rsqrt.py"
+    result = check_file(good, "rmsnorm", seed=3, limits=Limits(**BASE))
+    assert result.status == "pass", result.diagnosis_detail
+    assert result.layers["sandbox"].startswith(sandbox.mode()[0])
+
+
+def _descendants(pid: int) -> set[int]:
+    out, stack = set(), [pid]
+    while stack:
+        p = stack.pop()
+        try:
+            for tid in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{tid}/children") as fh:
+                    kids = {int(x) for x in fh.read().split()}
+                stack += list(kids - out)
+                out |= kids
+        except OSError:
+            continue
+    return out
+
+
+@pytest.mark.slow
+def test_nothing_of_the_child_outlives_a_killed_drill(tmp_path: Path) -> None:
+    """SIGKILL to drill itself: every process of the run dies with it (parent-death signal, PID namespace)."""
+    target = tmp_path / "attention.py"
+    target.write_text((TAMPER / "infinite_loop.py").read_text())
+    env = {**os.environ, "DRILL_HOME": str(tmp_path / "home"), "NO_COLOR": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "drill.cli", "check", str(target), "--timeout", "60"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    kids: set[int] = set()
+    while time.monotonic() < deadline and len(kids) < 3:  # the child, its namespace's init, the worker
+        time.sleep(0.5)
+        kids = _descendants(proc.pid)
+    assert kids, "drill started no child"
+    time.sleep(1.0)
+    kids = _descendants(proc.pid)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    time.sleep(2.0)
+    alive = [p for p in kids if Path(f"/proc/{p}").exists() and "Z" not in Path(f"/proc/{p}/stat").read_text().split()[2]]
+    assert alive == [], f"processes of the run outlived drill: {alive}"

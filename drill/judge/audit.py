@@ -317,8 +317,10 @@ def judge_kv_work(data: dict) -> tuple[list[str], list[str]]:
     per_token = f"+{deltas[-1]:.0f} FLOPs per cached token" if deltas else ""
     lines = [f"work audit: decode step at cache length {steps}: {work} FLOPs ({per_token}, {growth})"]
     k_rows = max(rows.get("k_proj", [0]) + rows.get("v_proj", [0]))
+    if not any(flops):
+        lines.append("work audit: could not measure (no matmul of a decode step was seen, e.g. it ran on another thread)")
     if k_rows == 0:
-        lines.append("could not see k_proj/v_proj being used in a decode step (projection rows not counted)")
+        lines.append("could not measure: k_proj/v_proj were not seen in a decode step (projection rows not counted)")
     elif k_rows > new_rows:
         worst = max(range(len(lengths)), key=lambda i: rows["k_proj"][i] + rows["v_proj"][i])
         notes.append(
@@ -335,9 +337,24 @@ def judge_kv_work(data: dict) -> tuple[list[str], list[str]]:
 PARENT_AUDITS = {"gqa_memory": judge_gqa_memory, "kv_work": judge_kv_work}
 
 
-def judge(name: str, data: Any) -> tuple[list[str], list[str]]:
-    """(report lines, advisories) for an audit's measurements; malformed data says so instead of crashing."""
+def measured(name: str, data: dict) -> bool:
+    """Did the audit observe anything? An audit that saw no work (a forward on a helper thread, where the
+    dispatch mode does not reach) must say "could not measure", which fails under --strict."""
+    if name == "gqa_memory":
+        return int(data.get("peak_bytes", 0)) > 0
+    if name == "kv_work":
+        rows = data.get("rows", {})
+        return any(data.get("flops", [])) and max(rows.get("k_proj", [0]) + rows.get("v_proj", [0])) > 0
+    return True
+
+
+def judge(name: str, data: Any) -> tuple[list[str], list[str], bool]:
+    """(report lines, advisories, measured) for an audit's measurements; malformed data says so instead of crashing."""
     try:
-        return PARENT_AUDITS[name](data)
-    except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError) as exc:
-        return [f"{name} audit: unreadable measurements ({type(exc).__name__})"], []
+        lines, notes = PARENT_AUDITS[name](data)
+        ok = measured(name, data)
+    except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError, AttributeError) as exc:
+        return [f"{name} audit: could not measure (unreadable measurements, {type(exc).__name__})"], [], False
+    if not ok and name == "gqa_memory":
+        lines = [f"memory audit: could not measure (no allocation of the forward was seen)"]
+    return lines, notes, ok

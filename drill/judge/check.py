@@ -50,6 +50,8 @@ class Result:
     audit: list[str] = field(default_factory=list)  # audit measurements, shown whether or not they advise
     elapsed_s: float = 0.0
     output_tail: str = ""
+    layers: dict[str, str] = field(default_factory=dict)  # which defences were active (schema.LAYER_FIELDS)
+    unmeasured: bool = False  # an audit observed nothing: "could not measure", a failure under --strict
 
     @property
     def passed(self) -> int:
@@ -71,8 +73,11 @@ class Result:
 
     def to_json(self) -> dict[str, Any]:
         """The --json document for one file (format documented in drill/judge/README.md)."""
+        from drill.judge.schema import LAYER_FIELDS, VERSION
+
         d = self.diagnosis
         return {
+            "version": VERSION,
             "exercise": self.exercise,
             "file": self.file,
             "status": self.status,
@@ -92,6 +97,7 @@ class Result:
                   "partial": self.diagnosis_partial},
             "advisories": list(self.advisories),
             "audit": list(self.audit),
+            "layers": {k: self.layers.get(k, "") for k in LAYER_FIELDS},
         }
 
 
@@ -105,6 +111,7 @@ def check_file(
     pool: Any = None,
     in_model: bool = False,
     audit: bool = True,
+    policy: bool = True,
 ) -> Result:
     """Grade `path` as `exercise` (default: from the file name). Raises UserError on bad usage.
 
@@ -112,7 +119,9 @@ def check_file(
     from a warm server instead of a fresh interpreter: same isolation, much
     cheaper when grading many files in a row. `in_model` adds the in-model
     cases (drill/judge/inmodel.py) after the unit tests; `audit=False` skips
-    the spec's advisory audit (benchmarks compare both).
+    the spec's advisory audit (benchmarks compare both). `policy=False`
+    skips layer 1, the static check of the source (only the tests of the
+    layers below use it: each layer must hold on its own).
     """
     t0 = time.monotonic()
     path = Path(path)
@@ -128,17 +137,24 @@ def check_file(
     result = Result(exercise=name, file=str(path), status=STATUS_ERROR, seed=seed)
 
     syntax = _syntax_error(source, path)
-    if syntax is not None:
+    refused = policy and syntax is None and _policy_refusal(source, path)
+    if syntax is not None or refused:
         from drill.judge.diagnose import GENERIC
 
-        result.diagnosis, result.diagnosis_detail = GENERIC["syntax_error"], syntax
+        kind, detail = ("syntax_error", syntax) if syntax is not None else ("policy_violation", refused)
+        result.status = STATUS_ERROR if syntax is not None else STATUS_FAIL
+        result.diagnosis, result.diagnosis_detail = GENERIC[kind], detail
+        result.layers = {"policy": "refused the file" if refused else "on", "kernels": "not run", "sandbox": "not run",
+                         "parent": ""}
         result.elapsed_s = time.monotonic() - t0
         return result
 
     from drill.judge.runner import Child
+    from drill.judge.sandbox import harden_parent
 
+    hardened = harden_parent()
     # Started before torch is imported here, so the two imports overlap.
-    child = pool.child(limits) if pool is not None else Child(limits)
+    child = pool.child(limits, learner=path) if pool is not None else Child(limits, learner=path)
     try:
         spec = registry.load_spec(name)
         cases = spec.make_cases(seed)
@@ -153,19 +169,47 @@ def check_file(
             job["audit"] = dict(spec.audit)
         child.send(job, tensors)
         outcome = child.wait()
-        _grade(result, spec, cases, child, outcome, strict)
+        result.layers = _layers(policy, outcome, hardened)
+        _grade(result, spec, cases, child, outcome, strict, audit_wanted=bool(audit and spec.audit))
     finally:
         child.cleanup()
     result.elapsed_s = time.monotonic() - t0
     return result
 
 
+def _policy_refusal(source: str, path: Path) -> str:
+    """Layer 1: the one-line `policy_violation` detail, or "" when the source is allowed."""
+    from drill.judge.policy import first_violation
+
+    return first_violation(source, path) or ""
+
+
+def _layers(policy: bool, outcome: Any, hardened: dict) -> dict[str, str]:
+    """What each defence did for this run, as the parent saw and the child confirmed (never claimed otherwise)."""
+    confirm = next((e for e in outcome.events if e.get("event") == "sandbox"), None)
+    asked = outcome.sandbox or {}
+    if asked.get("requested") == "namespaces":
+        if confirm is not None and confirm.get("sandbox") == "namespaces":
+            box = "namespaces (user, pid, mount, net; read-only file system, private tmpfs)"
+        else:
+            box = "requested but not confirmed by the child" if confirm is None else f"off: {confirm.get('reason', '')}"
+    else:
+        box = f"off: {asked.get('reason') or 'not requested'} (rlimits, RSS polling and the process sweep only)"
+    kernels = "not confirmed"
+    if confirm is not None:
+        kernels = f"{confirm.get('kernels_blocked', 0)} aten ops blocked" + (", audit hook" if confirm.get("audit_hook") else "")
+    parent = ", ".join(k.replace("_", "-") for k, v in hardened.items() if v) or "not hardened"
+    return {"policy": "on" if policy else "off", "kernels": kernels, "sandbox": box, "parent": parent}
+
+
 def _syntax_error(source: str, path: Path) -> str | None:
     try:
         compile(source, str(path), "exec", dont_inherit=True)
     except SyntaxError as exc:
-        line = clip(exc.text or "", exc.offset)
-        return f"line {exc.lineno}: {exc.msg}" + (f": {line}" if line else "")
+        from drill.judge.boundary import safe_text
+
+        line = safe_text(clip(exc.text or "", exc.offset))
+        return f"line {exc.lineno}: {safe_text(exc.msg)}" + (f": {line}" if line else "")
     except ValueError as exc:  # e.g. null bytes
         return str(exc)
     return None
@@ -227,65 +271,129 @@ def _tolerance_of(spec: Any):
     return tol
 
 
-def _grade(result: Result, spec: Any, cases: list, child: Any, outcome: Any, strict: bool) -> None:
-    """Turn the child's outcome into per-test results, a verdict and a diagnosis."""
-    import torch
-
-    from drill.judge.compare import Comparison, compare
-    from drill.judge.diagnose import GENERIC, CaseEval, diagnose_cases, where
-    from drill.judge.inmodel_verdict import IN_MODEL_ONLY, compare_tokens, in_model_note, is_token_case
-
+def _grade(result: Result, spec: Any, cases: list, child: Any, outcome: Any, strict: bool, *,
+           audit_wanted: bool = False) -> None:
+    """Turn the child's outcome into per-test results, a verdict and a diagnosis, phase by phase."""
     result.output_tail = outcome.output_tail
     events = outcome.events
-    tol_of = _tolerance_of(spec)
+    run_failure = _run_failure(events, outcome, child, cases)
+    if run_failure is None and spec.prepare is not None and _prepare_refused(result, spec, cases, events, outcome):
+        return
+    evals = _evaluate(spec, cases, child, events)
+    capped = next((ev for ev in evals if _hit_output_cap(ev.record)), None)
+    if run_failure is None and capped is not None:  # a print storm, not an exception of the learner's
+        from drill.judge.diagnose import where
 
-    # Run-level failures: the file could not even be loaded, or the process died.
+        run_failure = ("output_limit", _output_detail(outcome) + f" during test '{capped.case.name}'{where(capped.record)}")
+    _verdict(result, spec, evals, run_failure, events)
+    result.advisories = _advisories(spec, cases, evals, outcome)
+    _audits(result, events, audit_wanted)
+    if strict and result.status == STATUS_PASS and (result.advisories or result.unmeasured):
+        result.status = STATUS_FAIL
+        why = "the advisories" if result.advisories else "an audit that could not measure anything"
+        result.diagnosis_detail = f"failed under --strict because of {why}"
+
+
+def _run_failure(events: list, outcome: Any, child: Any, cases: list) -> tuple[str, str] | None:
+    """Phase 1: a failure of the whole run (limits, a crash, an unreadable report, a trip, a load error), or None."""
+    from drill.judge.diagnose import GENERIC, where
+
     load_error = next((e for e in events if e.get("event") == "load_error"), None)
     ends = {e.get("case"): e for e in events if e.get("event") == "end"}
     started = [e.get("case") for e in events if e.get("event") == "start"]
     running = started[-1] if started and started[-1] not in ends else None
-
-    run_failure = None
+    trip = next((e for e in events if e.get("event") == "trip"), None)
+    denied = next((e for e in events if e.get("event") == "denied"), None)
+    lim = child.limits
     if outcome.killed_for in ("time_limit", "cpu_limit", "memory_limit"):
-        limit = {"time_limit": f"{child.limits.timeout_s:g} s wall clock", "memory_limit": f"{child.limits.memory_mb} MB",
-                 "cpu_limit": f"{child.limits.cpu_s:g} s CPU"}[outcome.killed_for]
-        run_failure = (outcome.killed_for, f"stopped after exceeding {limit}" + _during(cases, running))
-    elif outcome.killed_for == "startup":
-        run_failure = ("crashed", "the grader's child process did not start in time (machine overloaded?)")
-    elif outcome.returncode == -signal.SIGXFSZ and not outcome.finished:  # the learner restored SIGXFSZ's default
-        run_failure = ("output_limit", _output_detail(outcome) + _during(cases, running))
-    elif load_error is not None and _hit_output_cap(load_error):
-        run_failure = ("output_limit", _output_detail(outcome) + f"{where(load_error)} while importing the file")
-    elif outcome.returncode is not None and outcome.returncode < 0 and not outcome.finished:
+        limit = {"time_limit": f"{lim.timeout_s:g} s wall clock", "memory_limit": f"{lim.memory_mb} MB",
+                 "cpu_limit": f"{lim.cpu_s:g} s CPU"}[outcome.killed_for]
+        return outcome.killed_for, f"stopped after exceeding {limit}" + _during(cases, running)
+    if outcome.killed_for == "disk_limit":
+        from drill.judge.runner import WORK_CAP_BYTES
+
+        return "output_limit", f"the run wrote more than {WORK_CAP_BYTES / 2**20:g} MB of files" + _during(cases, running)
+    if outcome.killed_for == "startup":
+        return "crashed", "the grader's child process did not start in time (machine overloaded?)"
+    if outcome.unreadable:
+        return "crashed", f"unreadable report: {outcome.unreadable} (the child's records were garbled or forged)"
+    if trip is not None:  # recorded the moment it happened, whatever the code did afterwards
+        return "forbidden_op", f"{trip.get('op')} called{where(trip)}"
+    if denied is not None:
+        return "policy_violation", f"refused while running: {denied.get('what')} {denied.get('detail', '')}".rstrip()
+    if outcome.returncode == -signal.SIGXFSZ and not outcome.finished:  # the learner restored SIGXFSZ's default
+        return "output_limit", _output_detail(outcome) + _during(cases, running)
+    if load_error is not None and _hit_output_cap(load_error):
+        return "output_limit", _output_detail(outcome) + f"{where(load_error)} while importing the file"
+    if outcome.returncode is not None and outcome.returncode < 0 and not outcome.finished:
         sig = -outcome.returncode
-        if sig in (signal.SIGXCPU, signal.SIGKILL) and outcome.cpu_s >= child.limits.cpu_s - 0.5:
-            run_failure = ("cpu_limit", f"stopped after {outcome.cpu_s:.1f} s of CPU time (limit {child.limits.cpu_s:g} s)" + _during(cases, running))
-        else:
-            run_failure = ("crashed", f"the process was killed by signal {signal.Signals(sig).name}" + _during(cases, running))
-    elif load_error is not None:
+        # SIGXCPU comes only from RLIMIT_CPU (the learner cannot signal: audit hook, policy); the CPU seen
+        # through a sandbox's nested waits can lag the limit, so it is not required to reach it.
+        if sig == signal.SIGXCPU or (sig == signal.SIGKILL and outcome.cpu_s >= lim.cpu_s - 0.5):
+            return "cpu_limit", f"stopped after {outcome.cpu_s:.1f} s of CPU time (limit {lim.cpu_s:g} s)" + _during(cases, running)
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = str(sig)
+        return "crashed", f"the process was killed by signal {name}" + _during(cases, running)
+    if load_error is not None:
         status = load_error.get("status", "exception")
         if status == "exception":
             detail = f"{load_error.get('type')}: {load_error.get('message')}{where(load_error)} while importing the file"
         elif status == "forbidden_op":
             detail = f"{load_error.get('op')} called{where(load_error)} while importing the file"
+        elif status == "denied":
+            return "policy_violation", f"refused while importing the file: {load_error.get('message', '')}{where(load_error)}"
         else:
             detail = f"{load_error.get('message', '')}{where(load_error)}"
-        run_failure = (status if status in GENERIC else "exception", detail)
-    elif not outcome.finished:
-        run_failure = ("crashed", f"the process exited (code {outcome.returncode}) before finishing" + _during(cases, running))
-    elif outcome.leftovers:
-        run_failure = ("crashed", f"left {len(outcome.leftovers)} process(es) running after grading (killed)")
+        return (status if status in GENERIC else "exception"), detail
+    if not outcome.finished:
+        return "crashed", f"the process exited (code {outcome.returncode}) before finishing" + _during(cases, running)
+    if outcome.leftovers:
+        return "crashed", f"left {len(outcome.leftovers)} process(es) running after grading (killed)"
+    return None
 
-    if run_failure is None and spec.prepare is not None:
-        attrs = next((e.get("values") for e in events if e.get("event") == "attrs"), None)
-        refused = spec.prepare(cases, attrs if isinstance(attrs, dict) else {})
-        if refused is not None:  # e.g. rope's CONVENTION has an unknown value: nothing can be compared
-            result.status, (result.diagnosis, result.diagnosis_detail) = STATUS_FAIL, refused
-            result.tests = [TestResult(c.name, "not_run", "not compared") for c in cases]
-            result.advisories = _advisories(spec, cases, [], outcome)
-            return
 
-    evals: list[CaseEval] = []
+def _prepare_refused(result: Result, spec: Any, cases: list, events: list, outcome: Any) -> bool:
+    """Phase 2: the spec adjusts expectations to what the file declared (rope's CONVENTION), or refuses."""
+    attrs = next((e.get("values") for e in events if e.get("event") == "attrs"), None)
+    refused = spec.prepare(cases, attrs if isinstance(attrs, dict) else {})
+    if refused is None:
+        return False
+    result.status, (result.diagnosis, result.diagnosis_detail) = STATUS_FAIL, refused
+    result.tests = [TestResult(c.name, "not_run", "not compared") for c in cases]
+    result.advisories = _advisories(spec, cases, [], outcome)
+    return True
+
+
+def _load_output(child: Any, i: int) -> dict:
+    """The tensors a case saved: size-checked, loaded weights_only (never unpickled), a dict of tensors."""
+    import torch
+
+    from drill.judge.boundary import MAX_OUTPUT_FILE_BYTES
+
+    path = child.output_file(f"out_{i}.pt")
+    if path.stat().st_size > MAX_OUTPUT_FILE_BYTES:
+        raise ValueError("output file too large")
+    saved = torch.load(path, weights_only=True, map_location="cpu")
+    if not isinstance(saved, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in saved.items()):
+        raise TypeError("not a dict of tensors")
+    if not isinstance(saved.get("out"), torch.Tensor):
+        raise TypeError("not a tensor")
+    return saved
+
+
+def _evaluate(spec: Any, cases: list, child: Any, events: list) -> list:
+    """Phase 3: every case compared: forward output, then gradients (CaseEval per case, in order)."""
+    import torch
+
+    from drill.judge.compare import Comparison, compare
+    from drill.judge.diagnose import CaseEval
+    from drill.judge.inmodel_verdict import compare_tokens, is_token_case
+
+    tol_of = _tolerance_of(spec)
+    ends = {e.get("case"): e for e in events if e.get("event") == "end"}
+    evals: list = []
     for i, case in enumerate(cases):
         end = ends.get(i)
         if end is None:
@@ -293,44 +401,47 @@ def _grade(result: Result, spec: Any, cases: list, child: Any, outcome: Any, str
             continue
         status = end.get("status", "exception")
         ev = CaseEval(case, status, end)
-        if status == "ok":
-            try:
-                saved = torch.load(child.output_file(f"out_{i}.pt"), weights_only=True, map_location="cpu")
-                got = saved["out"]
-                if not isinstance(got, torch.Tensor):
-                    raise TypeError("not a tensor")
-            except Exception as exc:  # noqa: BLE001 - anything unreadable is the learner's failure
-                ev.status, ev.record = "crashed", {"message": f"unreadable output ({type(exc).__name__})"}
-                evals.append(ev)
-                continue
-            if case.derive is not None:  # a property check compares a quantity derived from the output
-                got = case.derive(got)
-            ev.got = got
-            if is_token_case(case):  # token ids: the first diverging step, never an error size
-                ev.forward = compare_tokens(got, case.expected, int(case.args["ids"].shape[1]))
-            else:
-                ev.forward = compare(
-                    got, case.expected, tol_of(case), care=case.care, dtype=case.out_dtype, what=case.ctx.get("what", "output")
-                )
-            if ev.forward.ok and case.wants_grads:
-                flag = saved.get("__grad_error__")
-                grad_msg = next((e.get("message") for e in events if e.get("event") == "grad_error" and e.get("case") == i), None)
-                if flag is not None and bool(flag.any()):
-                    ev.grad_error = grad_msg or "gradients could not be computed"
-                else:
-                    for key, want in case.expected_grads.items():
-                        have = saved.get(key)
-                        label = key.replace("input:", "gradient of ").replace("param:", "gradient of ")
-                        if not isinstance(have, torch.Tensor):
-                            ev.grads[key] = Comparison(False, "missing", f"{label} is missing (no gradient reached it)")
-                        else:
-                            ev.grads[key] = compare(have, want, spec.tolerances["grad"], dtype=want.dtype, what=label)
         evals.append(ev)
+        if status != "ok":
+            continue
+        try:
+            saved = _load_output(child, i)
+        except Exception as exc:  # noqa: BLE001 - anything unreadable is the learner's failure
+            ev.status, ev.record = "crashed", {"message": f"unreadable output ({type(exc).__name__})"}
+            continue
+        got = saved["out"]
+        if case.derive is not None:  # a property check compares a quantity derived from the output
+            got = case.derive(got)
+        ev.got = got
+        if is_token_case(case):  # token ids: the first diverging step, never an error size
+            ev.forward = compare_tokens(got, case.expected, int(case.args["ids"].shape[1]))
+        else:
+            ev.forward = compare(got, case.expected, tol_of(case), care=case.care, dtype=case.out_dtype,
+                                 what=case.ctx.get("what", "output"))
+        if not (ev.forward.ok and case.wants_grads):
+            continue
+        flag = saved.get("__grad_error__")
+        grad_msg = next((e.get("message") for e in events if e.get("event") == "grad_error" and e.get("case") == i), None)
+        if flag is not None and bool(flag.any()):
+            ev.grad_error = grad_msg or "gradients could not be computed"
+            continue
+        for key, want in case.expected_grads.items():
+            have = saved.get(key)
+            label = key.replace("input:", "gradient of ").replace("param:", "gradient of ")
+            if not isinstance(have, torch.Tensor):
+                ev.grads[key] = Comparison(False, "missing", f"{label} is missing (no gradient reached it)")
+            else:
+                ev.grads[key] = compare(have, want, spec.tolerances["grad"], dtype=want.dtype, what=label)
+    return evals
 
-    capped = next((ev for ev in evals if _hit_output_cap(ev.record)), None)
-    if run_failure is None and capped is not None:  # a print storm, not an exception of the learner's
-        run_failure = ("output_limit", _output_detail(outcome) + f" during test '{capped.case.name}'{where(capped.record)}")
 
+def _verdict(result: Result, spec: Any, evals: list, run_failure: tuple[str, str] | None, events: list) -> None:
+    """Phase 4: status and diagnosis: a run-level failure first, then the in-model-only case, then the bugs."""
+    from drill.judge.diagnose import GENERIC, diagnose_cases
+    from drill.judge.inmodel_verdict import IN_MODEL_ONLY, in_model_note
+
+    load_error = next((e for e in events if e.get("event") == "load_error"), None)
+    ends = [e for e in events if e.get("event") == "end"]
     result.tests = [_test_result(ev) for ev in evals]
     if run_failure is not None:
         result.status = STATUS_ERROR if (load_error is not None or not ends) else STATUS_FAIL
@@ -338,38 +449,48 @@ def _grade(result: Result, spec: Any, cases: list, child: Any, outcome: Any, str
         for t in result.tests:
             if t.status == "not_run":
                 t.message = t.message or "not run"
-        if result.status == STATUS_ERROR and load_error is not None and run_failure[0] in ("not_implemented",):
+        if result.status == STATUS_ERROR and run_failure[0] in ("not_implemented", "policy_violation", "forbidden_op"):
             result.status = STATUS_FAIL
-    elif all(ev.passed for ev in evals):
+        return
+    if all(ev.passed for ev in evals):
         result.status = STATUS_PASS
-    else:
-        result.status = STATUS_FAIL
-        unit = [ev for ev in evals if not ev.case.ctx.get("in_model")]
-        if all(ev.passed for ev in unit):  # only the in-model run disagrees: no bug signature applies there
-            ev = next(ev for ev in evals if not ev.passed)
-            message = ev.forward.message if ev.forward is not None and not ev.forward.ok else ev.record.get("message", ev.status)
-            result.diagnosis = IN_MODEL_ONLY
-            result.diagnosis_detail = f"the unit tests pass, but inside the reference decoder: {message} in test '{ev.case.name}'"
+        return
+    result.status = STATUS_FAIL
+    unit = [ev for ev in evals if not ev.case.ctx.get("in_model")]
+    if all(ev.passed for ev in unit):  # only the in-model run disagrees: no bug signature applies there
+        ev = next(ev for ev in evals if not ev.passed)
+        message = ev.forward.message if ev.forward is not None and not ev.forward.ok else ev.record.get("message", ev.status)
+        result.diagnosis = IN_MODEL_ONLY
+        result.diagnosis_detail = f"the unit tests pass, but inside the reference decoder: {message} in test '{ev.case.name}'"
+        return
+    verdict = diagnose_cases(spec, unit, _tolerance_of(spec))
+    result.diagnosis, result.diagnosis_detail = verdict.diagnosis, verdict.detail + in_model_note(evals)
+    result.diagnosis_partial = verdict.partial
+
+
+def _audits(result: Result, events: list, wanted: bool) -> None:
+    """Phase 5: the advisory audits' lines on a pass; an audit that measured nothing says "could not measure"."""
+    if result.status != STATUS_PASS or not wanted:
+        return
+    from drill.judge.audit import judge
+    from drill.judge.boundary import audit_data_ok
+
+    seen = [e for e in events if e.get("event") == "audit"]
+    if not seen:
+        result.audit.append("audit: could not measure (the audit did not report)")
+        result.unmeasured = True
+    for e in seen:
+        name = str(e.get("name"))
+        if "data" in e and audit_data_ok(e["data"]):
+            lines, notes, measured = judge(name, e["data"])
+            result.audit += lines
+            result.advisories += notes
+            result.unmeasured |= not measured
         else:
-            verdict = diagnose_cases(spec, unit, tol_of)
-            result.diagnosis, result.diagnosis_detail = verdict.diagnosis, verdict.detail + in_model_note(evals)
-            result.diagnosis_partial = verdict.partial
-
-    result.advisories = _advisories(spec, cases, evals, outcome)
-    for e in events:
-        if e.get("event") == "audit" and result.status == STATUS_PASS:
-            from drill.judge.audit import judge
-
-            if "data" in e:
-                lines, notes = judge(str(e.get("name")), e["data"])
-                result.audit += lines
-                result.advisories += notes
-            else:
-                err = e.get("error") or {}
-                result.audit.append(f"{e.get('name')} audit could not run: {err.get('type', err.get('status', ''))} {err.get('message', '')}".strip())
-    if strict and result.status == STATUS_PASS and result.advisories:
-        result.status = STATUS_FAIL
-        result.diagnosis_detail = "failed under --strict because of the advisories"
+            err = e.get("error") or {}
+            what = f"{err.get('type', err.get('status', ''))} {err.get('message', '')}".strip() or "no data"
+            result.audit.append(f"{name} audit: could not measure ({what})")
+            result.unmeasured = True
 
 
 def _hit_output_cap(record: dict) -> bool:

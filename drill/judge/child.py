@@ -1,12 +1,16 @@
 """The grader's child process: runs a learner's file on inputs from the parent.
 
-Run as a script (`python -I -B child.py --cpu=S --data=BYTES --fsize=BYTES`), never imported by drill: it
-imports only the standard library and torch, so it starts as fast as torch
-does and nothing of drill (the reference answers included) is loaded in the
-process that runs untrusted code.
+Run as a script from a *copy* of its folder that the parent placed in the
+run's own directory (`python -I -S -B <run>/driver/child.py --path=SITE ...`):
+`-S` and the explicit `--path` entries give it torch and numpy but no
+`drill` package (an editable or installed drill is not on its path, and a
+meta-path hook refuses `import drill` on top), so neither the reference
+answers nor the grader itself exist in the process that runs untrusted code.
+It imports only the standard library, torch and its sibling files
+(chain.py, audit.py, sandbox_child.py), which it loads by path.
 
-Protocol (all files live in the folder named by the job's "work", created by
-the parent; the learner's code runs with a different cwd and is not told it):
+Protocol (all files live in the folder named by the job's "work"; the
+learner's code runs with a different cwd and is not told it):
 - The child imports torch at once, then blocks on stdin for the job (JSON),
   so its start-up overlaps the parent's own work.
 - Inputs come from `inputs.pt` (tensors by key, loaded weights_only).
@@ -18,14 +22,22 @@ the parent; the learner's code runs with a different cwd and is not told it):
 - Status records only ever explain failures (exception type and message,
   the learner's line, a forbidden op's name).
 
-Sandboxing done here (the limits are set by the parent before exec):
-- forbidden ops trapped with a TorchFunctionMode (torch functions, whatever
-  alias reached them) and a TorchDispatchMode (aten ops, e.g. the kernels
-  behind SDPA); forbidden classes trapped at construction;
-- `import drill` blocked with a meta-path hook;
-- the trap raises a BaseException subclass, so `except Exception` in the
-  learner's code cannot swallow it, and it is also recorded, so even a bare
-  `except:` does not hide it.
+Defences in this process (see drill/judge/README.md, "Known limits"):
+- layer 3 first, when the job asks for it: `sandbox_child.enter` puts the
+  worker into fresh user/PID/mount/network namespaces with a read-only view
+  of the file system (it forks; this file's code then runs in the worker);
+- layer 2: the forbidden ops' aten kernels are overridden with a tripping
+  kernel for every dispatch key they have (CPU, CUDA, composite, nested;
+  `block_kernels`), which holds for every thread and for TorchScript; the
+  pure-Python forbidden functions are replaced module-wide; forbidden
+  classes trap at construction; an audit hook (irremovable, process-wide)
+  refuses process creation, signals, ctypes, sockets, object-graph and
+  frame introspection and writes outside the scratch folders;
+- on top, the thread-local TorchFunctionMode/TorchDispatchMode traps name
+  the learner's line and the op as the learner wrote it;
+- every trap raises a BaseException subclass and records the hit at once
+  (`status.jsonl`), so neither `except Exception` nor a bare `except:` nor a
+  later exit hides it.
 """
 
 from __future__ import annotations
@@ -37,13 +49,26 @@ import json
 import os
 import resource
 import sys
+import threading
 import time
 import traceback
 
+_FNMATCH = fnmatch.fnmatchcase  # bound now: replacing fnmatch.fnmatchcase later does not reach the traps
 
-def _limit_self() -> None:
-    """Apply the parent's limits (--cpu=S --data=BYTES --fsize=BYTES) before anything else."""
-    opts = dict(a[2:].split("=", 1) for a in sys.argv[1:] if a.startswith("--") and "=" in a)
+
+def _opts() -> tuple[dict, list[str]]:
+    opts, paths = {}, []
+    for a in sys.argv[1:]:
+        if a.startswith("--path="):
+            paths.append(a[len("--path="):])
+        elif a.startswith("--") and "=" in a:
+            k, v = a[2:].split("=", 1)
+            opts[k] = v
+    return opts, paths
+
+
+def _limit_self(opts: dict) -> None:
+    """Apply the parent's limits (--cpu=S --data=BYTES --fsize=BYTES --nproc=N) before anything else."""
     if "cpu" in opts:
         cpu = int(opts["cpu"])
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
@@ -51,11 +76,52 @@ def _limit_self() -> None:
         resource.setrlimit(resource.RLIMIT_DATA, (int(opts["data"]), int(opts["data"])))
     if "fsize" in opts:
         resource.setrlimit(resource.RLIMIT_FSIZE, (int(opts["fsize"]), int(opts["fsize"])))
+    if "nproc" in opts:
+        _set_nproc(int(opts["nproc"]))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
+def _set_nproc(n: int) -> None:
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NPROC)
+        n = n if hard == resource.RLIM_INFINITY else min(n, hard)
+        resource.setrlimit(resource.RLIMIT_NPROC, (n, n))
+    except (ValueError, OSError):
+        pass
+
+
+def _sibling(name: str, directory: str | None = None):
+    """A sibling file of this driver (chain.py, audit.py, sandbox_child.py), loaded once by path."""
+    key = f"_drill_judge_{name}"
+    if key not in sys.modules:
+        path = os.path.join(directory or DRIVER_DIR, f"{name}.py")
+        spec = importlib.util.spec_from_file_location(key, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[key] = module
+    return sys.modules[key]
+
+
+DRIVER_DIR = os.path.dirname(os.path.abspath(__file__))
+SANDBOX: dict = {"sandbox": "off", "reason": "not requested"}
+OPTS: dict = {}
+
 if __name__ == "__main__":
-    _limit_self()
+    OPTS, _paths = _opts()
+    sys.path.extend(_paths)
+    _limit_self(OPTS)
+    if "parent" in OPTS:
+        _sibling("sandbox_child").die_with_parent(int(OPTS["parent"]))
+    if "sandbox" in OPTS and "--zygote" not in sys.argv:
+        # One graded run: enter the namespaces before torch is imported (the worker imports it).
+        with open(OPTS["sandbox"], encoding="utf-8") as _fh:
+            _spec = json.load(_fh)
+        SANDBOX = _sibling("sandbox_child").enter(_spec)
+        if SANDBOX.get("fatal"):
+            os.write(2, f"drill sandbox: {SANDBOX.get('reason')}\n".encode())
+            os._exit(71)
+        if SANDBOX.get("sandbox") == "namespaces":
+            DRIVER_DIR = _spec["driver_inside"]
 
 import torch  # noqa: E402 - after the limits, so they cover the import too
 from torch.overrides import TorchFunctionMode  # noqa: E402
@@ -137,8 +203,13 @@ def _source_line(lineno: int) -> str | None:
 
 
 def trip(op: str) -> None:
-    line, source = learner_line_of_stack()
-    TRIPPED.append({"op": op, "line": line, "source": source})
+    """A forbidden op was reached (any thread, any path): record it at once, then refuse to run it."""
+    with trusted():
+        line, source = learner_line_of_stack()
+    hit = {"op": op, "line": line, "source": source}
+    TRIPPED.append(hit)
+    if WORK:
+        record({"event": "trip", **hit})
     raise ForbiddenOp(op, line, source)
 
 
@@ -156,7 +227,7 @@ class FunctionTrap(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         name = _op_name(func)
-        if any(fnmatch.fnmatchcase(name, p) for p in self.patterns):
+        if any(_FNMATCH(name, p) for p in self.patterns):
             trip(name)
         return func(*args, **(kwargs or {}))
 
@@ -169,7 +240,7 @@ class DispatchTrap(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         # func is an OpOverload such as aten._scaled_dot_product_flash_attention_for_cpu.default
         name = getattr(func, "__name__", str(func)).split(".")[0]
-        if any(fnmatch.fnmatchcase(name, p) for p in self.patterns):
+        if any(_FNMATCH(name, p) for p in self.patterns):
             trip("aten." + name)
         return func(*args, **(kwargs or {}))
 
@@ -191,35 +262,211 @@ class BlockDrill(importlib.abc.MetaPathFinder):
 
 
 # Case kinds and the audits implemented in sibling files (issue 4). They import only torch at
-# module level and are loaded by path, so `import drill` stays blocked for the learner.
-EXTENSIONS = {"chain": "chain.py", "inmodel": "inmodel.py", "audit": "audit.py"}
-_LOADED: dict = {}
+# module level and are loaded by path from the driver folder.
+EXTENSIONS = {"chain": "chain", "audit": "audit"}
 
 
 def extension(name: str):
     """The sibling module for a case kind or for the audits, loaded once by file path."""
-    if name not in _LOADED:
-        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), EXTENSIONS[name])
-        spec = importlib.util.spec_from_file_location(f"_drill_judge_{name}", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        module.ContractError = ContractError  # their contract failures classify like ours
-        _LOADED[name] = module
-    return _LOADED[name]
+    module = _sibling(EXTENSIONS[name])
+    module.ContractError = ContractError  # their contract failures classify like ours
+    return module
 
 
-class drill_allowed:
-    """Lift the `import drill` block for the grader's own import (the in-model decoder), never for the learner's."""
+# -- layer 2: process-wide blocks ------------------------------------------------------------------
+
+# Dispatch keys whose kernels are replaced when an op has one (CPU and CUDA always: a backend
+# kernel registered later, e.g. by a CUDA library, must not slip in beside ours).
+KERNEL_KEYS = ("CompositeImplicitAutograd", "CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional",
+               "CPU", "CUDA", "NestedTensorCPU", "NestedTensorCUDA", "AutogradNestedTensor", "SparseCPU", "SparseCUDA")
+_KEEP: list = []  # the torch.library.Library objects: alive for the life of the process
+
+
+def forbidden_op_names(patterns: list[str]) -> list[str]:
+    """Every aten operator (with overload) whose name matches an exercise's forbidden patterns."""
+    get_all = getattr(torch._C, "_dispatch_get_all_op_names", None)
+    names = get_all() if get_all is not None else []
+    out = []
+    for full in names:
+        if not full.startswith("aten::"):
+            continue
+        base = full[len("aten::"):]
+        if any(_FNMATCH(base.split(".")[0], p) for p in patterns):
+            out.append(base)
+    return sorted(out)
+
+
+def block_kernels(patterns: list[str]) -> list[str]:
+    """Replace the kernels of the forbidden aten ops with one that trips, for every thread and TorchScript.
+
+    A `torch.library` registration lives in the C++ dispatcher: no Python
+    mode, thread or TorchScript function gets around it, and it covers the
+    fused CUDA kernels (flash, memory-efficient, cuDNN) as well as the CPU
+    ones. Returns the ops blocked (for the record).
+    """
+    import warnings
+
+    ops = forbidden_op_names(patterns)
+    if not ops:
+        return []
+    has_kernel = getattr(torch._C, "_dispatch_has_kernel_for_dispatch_key", None)
+    lib = torch.library.Library("aten", "IMPL")
+    _KEEP.append(lib)
+    _detach_finalizer(lib)
+    with warnings.catch_warnings():  # "Overriding a previously registered kernel": that is the point
+        warnings.simplefilter("ignore")
+        for base in ops:
+            kernel = _tripping_kernel("aten." + base.split(".")[0])
+            for key in KERNEL_KEYS:
+                try:
+                    if key not in ("CPU", "CUDA") and not (has_kernel is not None and has_kernel(base, key)):
+                        continue
+                    lib.impl(base, kernel, key)
+                except (RuntimeError, ValueError):  # an op with no schema in this build, or an unknown key
+                    continue
+    return ops
+
+
+def _tripping_kernel(name: str):
+    def kernel(*args, **kwargs):
+        trip(name)
+
+    return kernel
+
+
+def _detach_finalizer(lib) -> None:
+    """torch registers a weakref.finalize per Library; detached, nothing reachable by name can undo ours."""
+    import weakref
+
+    for fin in list(getattr(weakref.finalize, "_registry", {})):
+        info = weakref.finalize._registry.get(fin)
+        if info is not None and getattr(info, "weakref", lambda: None)() is lib:
+            fin.detach()
+
+
+def block_functions(patterns: list[str]) -> None:
+    """Forbidden functions written in Python (F.multi_head_attention_forward, F.rms_norm, ...) replaced module-wide.
+
+    Unlike the thread-local TorchFunctionMode, this holds on every thread.
+    Builtins (torch.rms_norm, F.scaled_dot_product_attention) are left to
+    `block_kernels`, which catches them below Python.
+    """
+    import types
+
+    for module in (torch.nn.functional, torch):
+        for name in dir(module):
+            value = getattr(module, name, None)
+            if isinstance(value, types.FunctionType) and any(_FNMATCH(name, p) for p in patterns):
+                setattr(module, name, _tripping_function(name))
+
+
+def _tripping_function(name: str):
+    def blocked(*args, **kwargs):
+        trip(name)
+
+    blocked.__name__ = name
+    return blocked
+
+
+class _Trust(threading.local):
+    on = False
+
+
+_TRUST = _Trust()
+
+
+class trusted:
+    """The grader's own introspection (the learner's line, a traceback) passes the audit hook on this thread."""
 
     def __enter__(self):
-        self.removed = [f for f in sys.meta_path if isinstance(f, BlockDrill)]
-        for f in self.removed:
-            sys.meta_path.remove(f)
+        self.before = _TRUST.on
+        _TRUST.on = True
 
     def __exit__(self, *exc):
-        for f in self.removed:
-            sys.meta_path.insert(0, f)
+        _TRUST.on = self.before
         return False
+
+
+_DENIED_EVENTS = frozenset({
+    "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty", "subprocess.Popen", "pty.spawn",
+    "os.kill", "os.killpg", "signal.pthread_kill", "os.setuid", "os.setgid",
+    "ctypes.dlopen", "ctypes.dlsym", "ctypes.call_function", "ctypes.cdata", "ctypes.string_at", "ctypes.wstring_at",
+    "ctypes.addressof", "ctypes.get_errno", "ctypes.set_errno", "ctypes.seh_exception",
+    "gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames", "sys._current_exceptions",
+    "sys.addaudithook", "sys.setprofile", "sys.settrace", "sqlite3.connect", "sqlite3.connect/handle",
+    "webbrowser.open",
+})
+# Audited attribute reads that lead to another frame's globals (sys._getframe and __code__ are left alone:
+# namedtuple, TypeVar, enum and dataclasses use them in ordinary solutions).
+_FRAME_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "__globals__"})
+_PATH_EVENTS = frozenset({"os.remove", "os.rename", "os.rmdir", "os.mkdir", "os.truncate", "os.chmod", "os.chown",
+                          "os.link", "os.symlink", "shutil.rmtree", "shutil.move", "shutil.copyfile", "os.utime",
+                          "os.chflags", "os.lchflags", "os.setxattr", "os.removexattr"})
+
+
+class Denied(BaseException):
+    """Raised by the audit hook; BaseException so `except Exception` cannot hide it."""
+
+
+def install_audit_hook(writable: list[str], hidden: list[str]) -> None:
+    """Refuse, from now on and in every thread, what no solution does (irremovable: PEP 578).
+
+    `writable`: the only folders files may be created or changed in (scratch,
+    /tmp, the protocol folder); `hidden`: folders that may not even be read
+    (drill's own package, if it is on disk somewhere visible).
+    """
+    realpath, startswith, getpid = os.path.realpath, str.startswith, os.getpid
+    denied, frame_attrs, path_events = _DENIED_EVENTS, _FRAME_ATTRS, _PATH_EVENTS
+    trust = _TRUST
+    write_roots = tuple(realpath(p).rstrip("/") + "/" for p in writable)
+    hidden_roots = tuple(realpath(p).rstrip("/") + "/" for p in hidden)
+    hits = []
+
+    def refuse(event: str, detail: str = "") -> None:
+        hits.append(event)
+        if len(hits) <= 20 and WORK:
+            try:
+                record({"event": "denied", "what": event, "detail": detail[:200]})
+            except BaseException:  # noqa: BLE001 - the record is best effort, the refusal is not
+                pass
+        raise Denied(f"{event} is not allowed in graded code" + (f": {detail}" if detail else ""))
+
+    def under(path: str, roots: tuple) -> bool:
+        full = realpath(path).rstrip("/") + "/"
+        return any(startswith(full, r) for r in roots)
+
+    def hook(event: str, args: tuple) -> None:
+        if trust.on:
+            return
+        if event in denied or event.startswith("socket."):
+            refuse(event)
+        elif event == "object.__getattr__":
+            if len(args) > 1 and args[1] in frame_attrs:
+                refuse(event, str(args[1]))
+        elif event == "import":
+            name = args[0] if args else ""
+            if isinstance(name, str) and (name == "drill" or startswith(name, "drill.")):
+                refuse("import", name)
+        elif event == "open":
+            path, mode = (args + (None, None))[:2]
+            if isinstance(path, bytes):
+                path = path.decode("utf-8", "replace")
+            if not isinstance(path, str):
+                return
+            if hidden_roots and under(path, hidden_roots):
+                refuse("open", path)
+            if startswith(path, "/proc/") and path[6:7].isdigit() and not startswith(path, f"/proc/{getpid()}/"):
+                refuse("open", path)
+            flags = args[2] if len(args) > 2 and isinstance(args[2], int) else 0
+            writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or bool(flags & (os.O_WRONLY | os.O_RDWR))
+            if writing and path != os.devnull and not under(path, write_roots):
+                refuse("open", f"{path} (write)")
+        elif event in path_events:
+            for p in args[:2]:
+                if isinstance(p, (str, bytes)) and not under(os.fsdecode(p), write_roots):
+                    refuse(event, os.fsdecode(p))
+
+    sys.addaudithook(hook)
 
 
 def attr_report(mod, name: str) -> dict:
@@ -247,9 +494,18 @@ def trap_classes(names: list[str]) -> None:
         cls.__init__ = blocked_init
 
 
+_STATUS_FD: list[int] = []
+
+
 def record(event: dict) -> None:
-    with open(os.path.join(WORK, "status.jsonl"), "a", encoding="utf-8") as fh:
-        fh.write(json.dumps(event) + "\n")
+    """Append one status record (one write(2) of one line, O_APPEND: lines never interleave)."""
+    line = (json.dumps(event) + "\n").encode()
+    if _STATUS_FD:
+        os.write(_STATUS_FD[0], line)
+        return
+    with trusted():
+        with open(os.path.join(WORK, "status.jsonl"), "ab") as fh:
+            fh.write(line)
 
 
 def plain(t: torch.Tensor) -> torch.Tensor:
@@ -280,10 +536,37 @@ def resolve_attr(obj, path: str, owner: str):
     return cur
 
 
+HOST = sys.modules.get(__name__)  # this module, for the sibling executors (sys.modules loses "__main__" before learner code)
+
+
+def run_inmodel(mod, case: dict, tensors: dict) -> dict:
+    """In-model case: build the decoder from the source the parent sent (the graded part cut out), swap the
+    learner's component in, return logits or greedy tokens (see drill/judge/inmodel.py and decoder.py)."""
+    extra = case["extra"]
+    exercise = extra["exercise"]
+    namespace: dict = {"__name__": "_drill_judge_decoder"}
+    with trusted():
+        exec(compile(extra["decoder"], "<drill decoder>", "exec"), namespace)  # noqa: S102 - the parent's own code
+    convention = getattr(mod, "CONVENTION", "half") if exercise == "rope" else "half"
+    model = namespace["Decoder"](extra["config"], exercise, convention if convention in ("half", "interleaved") else "half")
+    model.load_state_dict({key[len("decoder."):]: tensors[t] for key, t in case["params"].items()})
+    model.swap(exercise, mod)
+    model.eval()
+    ids = tensors[case["args"][0]["t"]]
+    if extra["returns"] == "logits":
+        with torch.no_grad():
+            out = model(ids)
+    else:
+        out = namespace["greedy"](model, ids, int(extra["new_tokens"]), cached=bool(extra["cached"]))
+    return {"out": plain(out)}
+
+
 def run_case(mod, case: dict, tensors: dict) -> dict:
     """Run one case; return the tensors to save. Raises on any learner failure."""
+    if case["kind"] == "inmodel":
+        return run_inmodel(mod, case, tensors)
     if case["kind"] in EXTENSIONS:
-        return extension(case["kind"]).run_case(mod, case, tensors, sys.modules[__name__])
+        return extension(case["kind"]).run_case(mod, case, tensors, HOST)
     target = case["target"]
     fn = getattr(mod, target)
     if case["kind"] == "map":
@@ -366,7 +649,10 @@ def run_case(mod, case: dict, tensors: dict) -> dict:
 
 def classify(exc: BaseException) -> dict:
     """Turn a learner exception into a status record (the parent picks the diagnosis)."""
-    line, source = learner_line_of_tb(exc.__traceback__)
+    with trusted():
+        line, source = learner_line_of_tb(exc.__traceback__)
+    if isinstance(exc, Denied):
+        return {"status": "denied", "message": str(exc)[:300], "line": line, "source": source}
     text = str(exc)
     if isinstance(exc, ForbiddenOp):
         return {"status": "forbidden_op", "op": exc.op, "line": exc.line, "source": exc.source, "message": text}
@@ -411,17 +697,33 @@ def main() -> None:
     serve(json.loads(sys.stdin.read()))
 
 
+def _paths(job: dict) -> dict:
+    """Where the protocol folder, the learner's file and the scratch folder are, as this process sees them."""
+    if SANDBOX.get("sandbox") == "namespaces" and job.get("inside"):
+        return dict(job["inside"])
+    return {"work": job["work"], "learner": job["learner"], "scratch": job.get("scratch", os.getcwd())}
+
+
 def serve(job: dict) -> None:
     """Grade one job in this process, then leave with os._exit (never returns)."""
     global WORK, LEARNER
-    WORK = job["work"]
-    LEARNER = os.path.realpath(job["learner"])
+    where = _paths(job)
+    WORK = where["work"]
+    LEARNER = os.path.realpath(where["learner"])
+    _STATUS_FD.append(os.open(os.path.join(WORK, "status.jsonl"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
     tensors = torch.load(os.path.join(WORK, "inputs.pt"), weights_only=True)
+    sys.modules.pop("__main__", None)  # the driver's globals are not reachable by name from the learner's code
 
     sys.meta_path.insert(0, BlockDrill())
     trap_classes(job.get("forbidden_classes", []))
     patterns = job.get("forbidden", [])
-    sys.path.insert(0, os.path.dirname(LEARNER))
+    blocked = block_kernels(patterns)
+    block_functions(patterns)
+    boxed = SANDBOX.get("sandbox") == "namespaces"  # /tmp and /dev/shm are private tmpfs only inside the sandbox
+    writable = [where["scratch"], WORK] + (["/tmp", "/dev/shm"] if boxed else [])
+    install_audit_hook(writable, job.get("hidden", []))
+    record({"event": "sandbox", **{k: v for k, v in SANDBOX.items() if k != "fatal"}, "kernels_blocked": len(blocked),
+            "audit_hook": True})
 
     def guarded(action):
         """Run action with the traps on; return (value, failure record or None)."""
@@ -451,13 +753,11 @@ def serve(job: dict) -> None:
         if isinstance(failure.get("message"), str) and failure["status"] == "exception" and failure.get("type") == "SyntaxError":
             failure["status"] = "syntax_error"
         record({"event": "load_error", **failure})
-        record({"event": "done"})
-        os._exit(0)
+        _leave()
     missing = [name for name in job["graded"] if not hasattr(mod, name)]
     if missing:
         record({"event": "load_error", "status": "missing_name", "message": f"{', '.join(missing)} not defined", "names": missing})
-        record({"event": "done"})
-        os._exit(0)
+        _leave()
     record({"event": "loaded"})
     if job.get("report_attrs"):
         record({"event": "attrs", "values": {n: attr_report(mod, n) for n in job["report_attrs"]}})
@@ -470,61 +770,97 @@ def serve(job: dict) -> None:
         elapsed = time.perf_counter() - t0
         if failure is None:
             try:
-                torch.save(result, os.path.join(WORK, f"out_{i}.pt"))
+                with trusted():
+                    torch.save(result, os.path.join(WORK, f"out_{i}.pt"))
             except BaseException as exc:  # noqa: BLE001
                 failure = {"status": "exception", "type": type(exc).__name__, "message": f"could not save the output: {exc}"[:300]}
         record({"event": "end", "case": i, "elapsed": elapsed, **(failure or {"status": "ok"})})
     if job.get("audit"):
         t0 = time.perf_counter()
-        data, failure = guarded(lambda: extension("audit").run(job["audit"], mod, sys.modules[__name__]))
+        data, failure = guarded(lambda: extension("audit").run(job["audit"], mod, HOST))
         entry = {"event": "audit", "name": job["audit"]["name"], "elapsed": time.perf_counter() - t0}
         record({**entry, "data": data} if failure is None else {**entry, "error": failure})
+    _leave()
+
+
+def _leave() -> None:
+    """Record the end and exit at once: no atexit handler or finalizer the learner registered runs."""
+    if TRIPPED:  # a trip on another thread after the last case ended
+        record({"event": "trip", **TRIPPED[-1]})
     record({"event": "done"})
-    sys.stdout.flush()
-    sys.stderr.flush()
-    # Skip atexit handlers and finalizers the learner may have registered.
-    os._exit(0)
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(0)
 
 
-def _set_limits(cpu: int, data: int, fsize: int) -> None:
+def _set_limits(lim: dict) -> None:
+    cpu = int(lim["cpu"])
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-    resource.setrlimit(resource.RLIMIT_DATA, (data, data))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+    resource.setrlimit(resource.RLIMIT_DATA, (int(lim["data"]), int(lim["data"])))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (int(lim["fsize"]), int(lim["fsize"])))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if lim.get("nproc"):
+        _set_nproc(int(lim["nproc"]))
+
+
+def run_forked(req: dict) -> None:
+    """In a process just forked from a fork server: own session, limits, output file, sandbox; then serve.
+
+    This is the whole per-job entry a fork server needs (issue 14's warm
+    server calls it too): every job gets fresh namespaces because
+    `sandbox_child.enter` unshares in the forked, single-threaded process.
+    """
+    global SANDBOX, DRIVER_DIR
+    try:
+        os.setsid()
+        _sibling("sandbox_child").die_with_parent()
+        _set_limits(req["limits"])
+        null = os.open(os.devnull, os.O_RDONLY)
+        log = os.open(os.path.join(req["job"]["work"], "output.txt"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        os.dup2(null, 0)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.chdir(req["scratch"])
+        spec = req.get("sandbox")
+        if spec:
+            SANDBOX = _sibling("sandbox_child").enter(spec)
+            if SANDBOX.get("fatal"):
+                os.write(2, f"drill sandbox: {SANDBOX.get('reason')}\n".encode())
+                os._exit(71)
+            if SANDBOX.get("sandbox") == "namespaces":
+                DRIVER_DIR = spec["driver_inside"]
+        else:
+            SANDBOX = {"sandbox": "off", "reason": req.get("sandbox_off", "not requested")}
+        os.environ["PWD"] = os.getcwd()
+        serve(req["job"])
+    finally:
+        os._exit(70)
 
 
 def zygote() -> None:
     """Fork server for grading many files: torch is imported once, here.
 
-    Reads one request per line on stdin ({"job", "scratch", "limits"}); for
-    each, forks a fresh process that takes its own session and limits, runs
-    `serve` and exits, so no learner code ever runs in this process. Replies
-    {"pid": N} at once and {"exit": N, "code": C, "cpu": S} when it ends.
+    Reads one request per line on stdin ({"job", "scratch", "limits", "sandbox"}); for
+    each, forks a fresh process (`run_forked`) that takes its own session,
+    limits and namespaces, runs `serve` and exits, so no learner code ever
+    runs in this process. Replies {"pid": N} at once and
+    {"exit": N, "code": C, "cpu": S} when it ends.
     """
     torch.set_num_threads(1)
     warm_up()
+    for name in ("sandbox_child", "chain", "audit"):  # loaded once here, inherited by every fork
+        _sibling(name)
     out = sys.stdout
     for line in sys.stdin:
         try:
             req = json.loads(line)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             continue
         pid = os.fork()
         if pid == 0:
-            try:
-                os.setsid()
-                lim = req["limits"]
-                _set_limits(int(lim["cpu"]), int(lim["data"]), int(lim["fsize"]))
-                os.chdir(req["scratch"])
-                null = os.open(os.devnull, os.O_RDONLY)
-                log = os.open(os.path.join(req["job"]["work"], "output.txt"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-                os.dup2(null, 0)
-                os.dup2(log, 1)
-                os.dup2(log, 2)
-                os.environ["PWD"] = req["scratch"]
-                serve(req["job"])
-            finally:
-                os._exit(70)
+            run_forked(req)
         out.write(json.dumps({"pid": pid}) + "\n")
         out.flush()
         _, status, usage = os.wait4(pid, 0)

@@ -46,17 +46,18 @@ the start is refused (exit 2), and a new file saved into a watched folder
 is not picked up (start --watch again to include it).
 
 The panel lists at most 4 failing tests; --verbose shows every test with its
-inputs. --json prints one JSON document (an object for one file, a list for
-several) with every test: exercise, file, status (pass|fail|error), seed,
-elapsed_s, tests_passed, tests_total, max_abs_err, max_rel_err (max |diff| /
-max |expected|), tests [{name, status, message, max_abs_err, max_rel_err}],
-diagnosis {id, title, why, fix, detail, partial} or null, advisories \\[str],
-audit \\[str]. See drill/judge/README.md.
-"""
+inputs and which defences were active. --json prints one JSON document (an
+object for one file, a list for several) with every test: """
+
+
+def _check_help() -> str:
+    from drill.judge.schema import outline
+
+    return CHECK_HELP + outline() + ". See drill/judge/README.md.\n"
 
 
 def register(app: typer.Typer) -> None:
-    @app.command(help=CHECK_HELP)
+    @app.command(help=_check_help())
     def check(
         files: list[Path] = typer.Argument(..., help="Your solution file(s), or a folder: every <exercise>.py in it is graded."),
         exercise: Optional[str] = typer.Option(None, "--exercise", "-e", help="Exercise name (any case, - or _), if the file is not named after it."),

@@ -33,6 +33,12 @@ GENERIC: dict[str, Diagnosis] = {
                   "Define it with exactly the name and attributes given in the starter file."),
         Diagnosis("forbidden_op", "Forbidden library op", "The exercise asks for a from-scratch version, and this call is the library's ready-made answer.",
                   "Replace the call on the line shown with your own tensor operations."),
+        Diagnosis("policy_violation", "Not allowed in a solution",
+                  "The file uses something a from-scratch solution never needs and the grader does not allow "
+                  "(an import outside torch/numpy/einops/math-style helpers, eval/exec/open, getattr with a computed "
+                  "name, torch.jit/compile/ops/_C/library/utils, or a dunder/private attribute); nothing was run.",
+                  "Rewrite the line shown with plain torch tensor code; put experiments under "
+                  "`if __name__ == \"__main__\":`, which is not checked."),
         Diagnosis("time_limit", "Wall-clock limit reached", "The code did not finish in time (an endless loop, a sleep, or something far too slow).",
                   "Look for loops that never end or waits; vectorise Python loops over elements."),
         Diagnosis("cpu_limit", "CPU-time limit reached", "The code used more CPU time than allowed (usually an endless or very slow loop).",

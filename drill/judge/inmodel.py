@@ -12,12 +12,12 @@ Split of work, as for every check:
 - the parent (`cases_for`) builds the reference decoder, draws a prompt,
   computes the reference logits and tokens, and describes two cases of kind
   "inmodel" (weights travel as tensors);
-- the child (`run_case`, this file loaded by path) rebuilds the same decoder
-  from drill.reference — imported only then, after the unit tests, with the
-  `import drill` block lifted for that import alone — swaps the learner's
-  component in (`Decoder.swap_component`) and returns logits or tokens.
-  The reference decoder runs its "math" path there, so no library op the
-  exercise forbids is called on the learner's behalf.
+- the child never sees drill: it rebuilds the network from `decoder.py`,
+  whose source travels in the case (`extra["decoder"]`) with the graded
+  exercise's own component cut out (`decoder.source_for`), swaps the
+  learner's component in and returns logits or tokens (`child.run_inmodel`).
+  That decoder is the reference's math path written out in torch only, so no
+  library op the exercise forbids is called on the learner's behalf.
 
 Greedy generation compares token ids exactly, which is only fair if no step
 is a near tie: the parent redraws the prompt until the reference's top-1 logit
@@ -123,9 +123,10 @@ def _margin(step_logits: torch.Tensor) -> float:
 
 def cases_for(exercise: str, seed: int) -> list:
     """The two in-model cases (logits, greedy tokens), with the parent's expected answers filled in."""
+    from drill.judge.decoder import source_for
     from drill.judge.spec import Case
 
-    from drill.judge.registry import in_model_names  # parent side only: the child loads this file by path
+    from drill.judge.registry import in_model_names
 
     if exercise not in in_model_names():
         from drill.errors import UserError
@@ -166,60 +167,10 @@ def cases_for(exercise: str, seed: int) -> list:
             kind=KIND,
             args={"ids": ids},
             params=params,
-            extra={"exercise": exercise, "returns": returns, "config": CONFIG, "new_tokens": NEW_TOKENS, "cached": cached},
+            extra={"exercise": exercise, "returns": returns, "config": CONFIG, "new_tokens": NEW_TOKENS, "cached": cached,
+                   "decoder": source_for(exercise)},
             ctx={"dtype": "float32" if returns == "logits" else "int64", "in_model": True, "alt": alt},
         )
         case.expected, case.expected_grads = alt["half"]
         cases.append(case)
     return cases
-
-
-# ---------------------------------------------------------------- child side
-
-
-def _kv_attention(mod: Any) -> Any:
-    from drill.reference.model import PastKVAttention
-
-    return lambda c, i: PastKVAttention(
-        mod.CachedSelfAttention(c.hidden_size, c.num_attention_heads, c.num_key_value_heads, c.rope_theta)
-    )
-
-
-# Exercise -> (component kind of `Decoder.swap_component`, the learner's replacement built from their
-# module). Its keys are the index's in_model exercises (tests/test_exercise_index.py keeps them equal).
-SWAPS: dict[str, tuple[str, Any]] = {
-    "attention": ("attn_fn", lambda mod: mod.scaled_dot_product_attention),
-    "rope": ("rope", lambda mod: mod.apply_rope),
-    "rmsnorm": ("norm", lambda mod: lambda dim, eps: mod.RMSNorm(dim, eps)),
-    "swiglu": ("mlp", lambda mod: lambda d, d_ff: mod.SwiGLU(d, d_ff)),
-    "gqa": ("attention", lambda mod: lambda c, i: NoRopeAttention(
-        mod.GroupedQueryAttention(c.hidden_size, c.num_attention_heads, c.num_key_value_heads))),
-    "kv_cache": ("attention", _kv_attention),
-}
-
-
-def _swap(model: Any, exercise: str, mod: Any, convention: str) -> None:
-    kind, build = SWAPS[exercise]
-    model.swap_component(kind, build(mod))
-
-
-def run_case(mod: Any, case: dict, tensors: dict, host: Any) -> dict[str, torch.Tensor]:
-    """Child: rebuild the decoder, swap the learner's component in, return logits or tokens."""
-    extra = case["extra"]
-    exercise = extra["exercise"]
-    with host.drill_allowed():
-        import drill.reference.model  # noqa: F401 - loads everything _swap/build_decoder need
-
-    convention = getattr(mod, "CONVENTION", "half") if exercise == "rope" else "half"
-    model = build_decoder(exercise, extra["config"], convention if convention in ("half", "interleaved") else "half")
-    state = {key[len("decoder."):]: tensors[t] for key, t in case["params"].items()}
-    model.load_state_dict(state)
-    _swap(model, exercise, mod, convention)
-    model.eval()
-    ids = tensors[case["args"][0]["t"]]
-    if extra["returns"] == "logits":
-        with torch.no_grad():
-            out = model(ids)
-    else:
-        out, _ = greedy(model, ids, int(extra["new_tokens"]), cached=bool(extra["cached"]))
-    return {"out": host.plain(out)}

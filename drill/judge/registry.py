@@ -34,7 +34,7 @@ class Exercise:
     topics (questions/<topic>.yaml) whose concept questions go with it.
     fixture: the plain correct solution in tests/fixtures/solutions/<name>/
     that benchmarks grade. in_model: has a slot in the reference decoder
-    (`drill check --in-model`, drill/judge/inmodel.py `SWAPS`). bench: has a
+    (`drill check --in-model`, drill/judge/decoder.py `GRADED_PARTS`). bench: has a
     `drill bench` workload (drill/bench/workloads.py). defaults: the
     contract's default values, each read from here by the spec and the
     workload: a parameter's default (`eps`) or a module-level constant's

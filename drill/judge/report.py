@@ -56,7 +56,13 @@ def render(result: Any, console: Console, *, verbose: bool = False) -> None:
     for note in result.advisories:
         parts.append(Text(f"advisory: {note}", style="yellow"))
     if verbose and result.output_tail.strip():
-        parts.append(Text("printed output (tail):\n" + result.output_tail.rstrip()[-800:], style="dim"))
+        from drill.judge.boundary import safe_text
+
+        tail = safe_text(result.output_tail.rstrip()[-800:], 1000, newlines=True)
+        parts.append(Text("printed output (tail):\n" + tail, style="dim"))
+    layers = getattr(result, "layers", {})
+    if verbose and layers:
+        parts.append(Text("defences: " + "; ".join(f"{k} {v}" for k, v in layers.items() if v), style="dim"))
 
     foot = Text(style="dim")
     if result.max_abs is not None:

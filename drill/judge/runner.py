@@ -24,7 +24,17 @@ Limits, and why each is done this way:
   leaves such a process behind fails the run.
 
 Nothing here trusts the child: its exit code, its status file and its output
-tensors are read as data, and a missing or garbled record is a failure.
+tensors are read as data (the status file through `boundary.read_status`:
+schema, sizes, depth), and a missing or garbled record is a failure.
+
+The grader's child runs from a copy of its driver (child.py and its
+torch-only siblings) placed in the run's folder, as `python -I -S` with only
+the site-packages folders on its path: no `drill` package is importable
+there. Where Linux allows it, the run is sandboxed in fresh namespaces
+(`sandbox.py`, `sandbox_child.py`); the deadline is latched the first time
+the child is seen working and never moves again, whatever it deletes; the
+protocol folder is size-capped by polling; and after every run, orphans
+that came back to this (subreaper) process are killed like token carriers.
 """
 
 from __future__ import annotations
@@ -32,6 +42,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import threading
 import signal
 import subprocess
 import sys
@@ -43,6 +54,49 @@ from pathlib import Path
 from typing import Any
 
 CHILD_SCRIPT = Path(__file__).with_name("child.py")
+# The driver and its torch-only siblings, copied next to every run (the child never imports drill).
+DRIVER_FILES = ("child.py", "chain.py", "audit.py", "sandbox_child.py")
+WORK_CAP_BYTES = 512 * 2**20  # the protocol folder (outputs, printed output) of one run, all files together
+_OWN_PIDS: set[int] = set()  # processes this module started on purpose (children, fork servers)
+_OWN_LOCK = threading.Lock()
+
+
+def copy_driver(dest: Path) -> Path:
+    """The child's own copy of its driver files in `dest` (read-only); returns the entry script."""
+    dest.mkdir(parents=True, exist_ok=True)
+    here = Path(__file__).parent
+    for name in DRIVER_FILES:
+        shutil.copyfile(here / name, dest / name)
+        os.chmod(dest / name, 0o444)
+    return dest / "child.py"
+
+
+def _own(pid: int, add: bool = True) -> None:
+    with _OWN_LOCK:
+        (_OWN_PIDS.add if add else _OWN_PIDS.discard)(pid)
+
+
+def _grader_command(script: Path, limits_args: list[str], *extra: str) -> list[str]:
+    from drill.judge.sandbox import site_paths
+
+    return [sys.executable, "-I", "-S", "-B", str(script), *limits_args, *(f"--path={p}" for p in site_paths()),
+            f"--parent={os.getpid()}", *extra]
+
+
+def _prepare_run(root: Path, learner: Path | None) -> tuple[Path, Path, Path | None]:
+    """(protocol folder, scratch, the learner file's copy) inside a fresh run folder."""
+    workdir = root / f"p-{uuid.uuid4().hex}"
+    scratch = root / "scratch"
+    workdir.mkdir()
+    scratch.mkdir()
+    copy = None
+    if learner is not None:
+        (root / "learner").mkdir()
+        copy = root / "learner" / learner.name
+        shutil.copyfile(learner, copy)
+        os.chmod(copy, 0o444)
+        (root / "newroot").mkdir()
+    return workdir, scratch, copy
 TOKEN_VAR = "DRILL_JUDGE_TOKEN"
 STARTUP_GRACE_S = 120.0  # import torch on a loaded machine; not the learner's time
 POLL_S = 0.05
@@ -66,6 +120,7 @@ class Limits:
     timeout_s: float = 60.0
     cpu_s: float = 60.0
     memory_mb: int = 2048
+    processes: int = 64  # RLIMIT_NPROC inside the sandbox's user namespace (not enforceable for root without it)
 
 
 @dataclass
@@ -80,6 +135,8 @@ class RunOutcome:
     leftovers: list[int] = field(default_factory=list)
     output_tail: str = ""
     output_bytes: int = 0  # size of the child's printed output; OUTPUT_CAP_BYTES means the cap fired
+    unreadable: str = ""  # why the status report could not be believed ("" = it was well formed)
+    sandbox: dict[str, Any] = field(default_factory=dict)  # what the parent asked for (the child confirms in events)
 
     @property
     def finished(self) -> bool:
@@ -97,25 +154,43 @@ def _limit_args(limits: Limits) -> list[str]:
 
 
 class Child:
-    """A started child, waiting for its job. Start it as early as possible."""
+    """A started child, waiting for its job. Start it as early as possible.
 
-    def __init__(self, limits: Limits, script: Path | None = None) -> None:
-        """`script`: the child entry script (default the grader's; `drill bench` passes its own)."""
+    `learner` (the grader's runs): the file is copied into the run folder,
+    the child runs from a copy of its driver with no drill on its path, and
+    in a namespace sandbox where available. `script` (drill bench): that
+    script, as before, with the same limits, sweep and deadline.
+    """
+
+    def __init__(self, limits: Limits, script: Path | None = None, learner: Path | None = None) -> None:
+        from drill.judge import sandbox
+
         self.limits = limits
         self.root = Path(tempfile.mkdtemp(prefix="drill-check-"))
         self.token = uuid.uuid4().hex
-        # Protocol files live in a folder whose name the learner's code is never
-        # told (it reaches the child through stdin); the child's cwd is a
-        # separate scratch folder, so files the learner writes there mean nothing.
-        self.workdir = self.root / f"p-{uuid.uuid4().hex}"
-        self.scratch = self.root / "scratch"
-        self.workdir.mkdir()
-        self.scratch.mkdir()
+        self.strict = script is None  # the grader's protocol: records validated by the boundary
+        # Protocol files live in a folder whose name the learner's code is never told (it reaches the
+        # child through stdin); the child's cwd is a separate scratch folder.
+        self.workdir, self.scratch, self.learner_copy = _prepare_run(self.root, learner if self.strict else None)
         env = child_env(self.token)
         self._out = open(self.workdir / "output.txt", "wb")
         self.started = time.monotonic()
+        self._init_state()
+        if script is not None:
+            cmd = [sys.executable, "-I", "-B", str(script), *_limit_args(limits)]
+        else:
+            entry = copy_driver(self.root / "driver")
+            extra = []
+            self.sandbox_mode, self.sandbox_why = sandbox.mode()
+            if self.sandbox_mode == "namespaces" and self.learner_copy is not None:
+                self.spec = sandbox.spec(self.root / "newroot", entry.parent, self.workdir, self.learner_copy,
+                                         STARTUP_GRACE_S + limits.timeout_s + 10.0)
+                spec_file = self.root / "sandbox.json"
+                spec_file.write_text(json.dumps(self.spec), encoding="utf-8")
+                extra.append(f"--sandbox={spec_file}")
+            cmd = _grader_command(entry, _limit_args(limits), *extra)
         self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-B", str(script or CHILD_SCRIPT), *_limit_args(limits)],
+            cmd,
             stdin=subprocess.PIPE,
             stdout=self._out,
             stderr=subprocess.STDOUT,
@@ -124,11 +199,29 @@ class Child:
             start_new_session=True,
             close_fds=True,
         )
+        _own(self.proc.pid)
+
+    def _init_state(self) -> None:
         self._returncode: int | None = None
         self._rusage_cpu = 0.0
         self._seen: set[int] = set()
+        self._working_since: float | None = None  # latched: deleting the status file never moves the deadline
+        self.sandbox_mode, self.sandbox_why = "off", "not requested"
+        self.spec: dict[str, Any] | None = None
 
     # -- job ---------------------------------------------------------------
+
+    def _job(self, job: dict[str, Any]) -> dict[str, Any]:
+        out = {**job, "work": str(self.workdir), "scratch": str(self.scratch)}
+        if self.learner_copy is not None:
+            out["learner"] = str(self.learner_copy)
+        if self.spec is not None:
+            out["inside"] = self.spec["inside"]
+        if self.strict:
+            from drill.judge.sandbox import hidden_dirs
+
+            out["hidden"] = hidden_dirs()
+        return out
 
     def send(self, job: dict[str, Any], tensors: dict[str, Any]) -> None:
         """Write the inputs, then hand the job to the waiting child."""
@@ -138,47 +231,61 @@ class Child:
         self.sent = time.monotonic()
         try:
             assert self.proc.stdin is not None
-            self.proc.stdin.write(json.dumps({**job, "work": str(self.workdir)}).encode())
+            self.proc.stdin.write(json.dumps(self._job(job)).encode())
             self.proc.stdin.close()
         except (BrokenPipeError, OSError):
             pass  # the child died already; wait() reports it
+
+    def _deadline_hit(self, now: float) -> str | None:
+        """time_limit from the moment the child is first seen working (latched), or start-up too slow."""
+        if self._working_since is None and (self.workdir / "status.jsonl").exists():
+            self._working_since = max(now, getattr(self, "sent", now))
+        if self._working_since is not None:
+            return "time_limit" if now - self._working_since > self.limits.timeout_s else None
+        if now - getattr(self, "sent", self.started) > STARTUP_GRACE_S + self.limits.timeout_s:
+            return "time_limit"  # never seen working: the learner cannot stretch time by hiding that
+        return "startup" if now > self.started + STARTUP_GRACE_S else None
+
+    def _limit_hit(self, pid: int, now: float) -> str | None:
+        hit = self._deadline_hit(now)
+        if hit is None and self._rss_bytes(pid) > self.limits.memory_mb * 2**20:
+            hit = "memory_limit"
+        if hit is None and self.strict and self._work_bytes() > WORK_CAP_BYTES:
+            hit = "disk_limit"
+        return hit
 
     def wait(self) -> RunOutcome:
         """Wait for the child under the limits; always leaves no process behind."""
         killed_for = None
         pid = self.proc.pid
-        start_deadline = self.started + STARTUP_GRACE_S
         while True:
             if self._reap(block=False):
                 break
-            now = time.monotonic()
-            started_work = (self.workdir / "status.jsonl").exists()
-            if started_work and now - self.sent > self.limits.timeout_s:
-                killed_for = "time_limit"
-            elif not started_work and now > start_deadline:
-                killed_for = "startup"
-            elif self._rss_bytes(pid) > self.limits.memory_mb * 2**20:
-                killed_for = "memory_limit"
+            killed_for = self._limit_hit(pid, time.monotonic())
             if killed_for:
                 self._kill_group()
                 self._reap(block=True)
                 break
             time.sleep(POLL_S)
+        return self._outcome(killed_for)
+
+    def _outcome(self, killed_for: str | None) -> RunOutcome:
         leftovers = self._kill_escaped()
         if leftovers:
-            # Descendants are killed; give the kernel a moment so they are gone for good.
-            time.sleep(0.05)
+            time.sleep(0.05)  # descendants are killed; give the kernel a moment so they are gone for good
         self._out.close()
-        wall = time.monotonic() - getattr(self, "sent", self.started)
+        events, unreadable = self._events()
         return RunOutcome(
-            events=self._events(),
+            events=events,
             returncode=self._returncode,
             killed_for=killed_for,
             cpu_s=self._rusage_cpu,
-            wall_s=wall,
+            wall_s=time.monotonic() - getattr(self, "sent", self.started),
             leftovers=leftovers,
             output_tail=self._output_tail(),
             output_bytes=self._output_bytes(),
+            unreadable=unreadable,
+            sandbox={"requested": self.sandbox_mode, "reason": self.sandbox_why},
         )
 
     def output_file(self, name: str) -> Path:
@@ -190,6 +297,7 @@ class Child:
             self._kill_group()
             self._reap(block=True)
         self._kill_escaped()
+        _own(self.proc.pid, add=False)
         if not self._out.closed:
             self._out.close()
         shutil.rmtree(self.root, ignore_errors=True)
@@ -224,7 +332,7 @@ class Child:
                 try:
                     with open(f"/proc/{p}/task/{tid}/children") as fh:
                         kids = [int(x) for x in fh.read().split()]
-                except OSError:
+                except (OSError, ValueError):
                     continue
                 for kid in kids:
                     if kid not in found:
@@ -245,6 +353,22 @@ class Child:
                 continue
         return total
 
+    def _work_bytes(self) -> int:
+        """Bytes in the protocol folder (outputs, printed output): a learner filling it is stopped."""
+        total = 0
+        try:
+            with os.scandir(self.workdir) as it:
+                for n, entry in enumerate(it):
+                    if n > 2000:
+                        return WORK_CAP_BYTES + 1
+                    try:
+                        total += entry.stat(follow_symlinks=False).st_size
+                    except OSError:
+                        continue
+        except OSError:
+            return 0
+        return total
+
     def _kill_group(self) -> None:
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
@@ -252,7 +376,7 @@ class Child:
             pass
 
     def _kill_escaped(self) -> list[int]:
-        """Kill every process that carries this run's token; return their pids."""
+        """Kill every process that carries this run's token, or came back to us orphaned; return their pids."""
         return self._sweep(exclude={self.proc.pid} if self._returncode is not None else set())
 
     def _sweep(self, exclude: set) -> list[int]:
@@ -260,7 +384,7 @@ class Child:
         uid = os.getuid()
         killed: list[int] = []
         for _ in range(3):  # a forking process may spawn while we kill: sweep a few times
-            found = []
+            found = [p for p in _orphans() if p not in exclude]
             try:
                 entries = os.listdir("/proc")
             except OSError:
@@ -287,27 +411,38 @@ class Child:
                 if pid not in killed:
                     killed.append(pid)
             time.sleep(0.02)
-        for pid in killed:  # reap the ones that are our own children, if any
+        for pid in killed:  # reap the ones that are our own children (orphans included), if any
             try:
-                os.waitpid(pid, os.WNOHANG)
+                os.waitpid(pid, 0 if pid in _children_of_self() else os.WNOHANG)
             except ChildProcessError:
                 pass
         return killed
 
-    def _events(self) -> list[dict[str, Any]]:
+    def _events(self) -> tuple[list[dict[str, Any]], str]:
+        """(records, "" or why the report is unreadable). The grader's records go through the boundary."""
+        path = self.workdir / "status.jsonl"
+        if self.strict:
+            from drill.judge.boundary import Unreadable, read_status
+
+            try:
+                return read_status(path), ""
+            except Unreadable as exc:
+                return [], str(exc)
         events = []
         try:
-            text = (self.workdir / "status.jsonl").read_text(encoding="utf-8", errors="replace")
+            text = path.read_bytes()[: 64 * 2**20].decode("utf-8", errors="replace")
         except OSError:
-            return events
+            return events, ""
         for line in text.splitlines():
+            if len(line) > 2**20:
+                continue
             try:
                 value = json.loads(line)
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):
                 continue
             if isinstance(value, dict):
                 events.append(value)
-        return events
+        return events, ""
 
     def _output_bytes(self) -> int:
         try:
@@ -326,25 +461,65 @@ class Child:
             return ""
 
 
+def _children_of_self() -> set[int]:
+    out: set[int] = set()
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return out
+    for tid in tasks:
+        try:
+            with open(f"/proc/self/task/{tid}/children") as fh:
+                out.update(int(x) for x in fh.read().split())
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def _orphans() -> list[int]:
+    """Direct children of this process that no Child/ChildPool started: descendants of a graded run that
+    were re-parented here (this process is a child subreaper) — a helper started with env={} included."""
+    with _OWN_LOCK:
+        own = set(_OWN_PIDS)
+    return sorted(p for p in _children_of_self() if p not in own and _is_python_or_unknown(p))
+
+
+def _is_python_or_unknown(pid: int) -> bool:
+    """Only re-parented processes are orphans: our own Popen children are registered; anything else whose
+    parent is us but that we did not start came from a graded run (its environment is not trusted)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        # a child of ours that some other part of this process started (a pytest helper, a pager) is not
+        # a graded run's: those have our session; orphans of a run keep the run's own session.
+        return int(fields[3]) != os.getsid(0)
+    except (OSError, ValueError, IndexError):
+        return False
+
+
 class ChildPool:
     """A fork server for grading many files in a row (`drill check a.py b.py`, the tests).
 
-    One long-lived process (child.py --zygote) imports torch once; every
-    graded file then runs in a fresh process forked from it, with its own
-    session, limits and protocol folder, so isolation is the same as with
-    `Child` while the per-file cost drops from an `import torch` to a fork.
-    The pool itself never runs learner code. Use one pool from one thread.
+    One long-lived process (child.py --zygote, from its own copy of the
+    driver) imports torch once; every graded file then runs in a fresh
+    process forked from it, with its own session, limits, protocol folder
+    and, where available, fresh namespaces (the fork enters them, see
+    `child.run_forked`), so isolation is the same as with `Child` while the
+    per-file cost drops from an `import torch` to a fork. The pool itself
+    never runs learner code. Use one pool from one thread.
     """
 
     def __init__(self) -> None:
         self.token = uuid.uuid4().hex
         self.proc: subprocess.Popen | None = None
+        self.home = Path(tempfile.mkdtemp(prefix="drill-pool-"))
+        self.entry = copy_driver(self.home / "driver")
 
     def _ensure(self) -> subprocess.Popen:
         if self.proc is None or self.proc.poll() is not None:
             env = child_env(self.token)
             self.proc = subprocess.Popen(
-                [sys.executable, "-I", "-B", str(CHILD_SCRIPT), "--zygote"],
+                _grader_command(self.entry, [], "--zygote"),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
@@ -352,10 +527,11 @@ class ChildPool:
                 start_new_session=True,
                 close_fds=True,
             )
+            _own(self.proc.pid)
         return self.proc
 
-    def child(self, limits: Limits) -> "PooledChild":
-        return PooledChild(self, limits)
+    def child(self, limits: Limits, learner: Path | None = None) -> "PooledChild":
+        return PooledChild(self, limits, learner)
 
     def close(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -364,6 +540,8 @@ class ChildPool:
             except (ProcessLookupError, PermissionError):
                 pass
             self.proc.wait()
+        if self.proc is not None:
+            _own(self.proc.pid, add=False)
         self.proc = None
 
     def __enter__(self) -> "ChildPool":
@@ -371,25 +549,28 @@ class ChildPool:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+        shutil.rmtree(self.home, ignore_errors=True)
 
 
 class PooledChild(Child):
     """Same contract as `Child`, but the process is forked by a `ChildPool`."""
 
-    def __init__(self, pool: ChildPool, limits: Limits) -> None:  # noqa: D107 - no super().__init__: nothing spawned yet
+    def __init__(self, pool: ChildPool, limits: Limits, learner: Path | None = None) -> None:  # noqa: D107 - nothing spawned yet
+        from drill.judge import sandbox
+
         self.pool = pool
         self.limits = limits
+        self.strict = True
         self.root = Path(tempfile.mkdtemp(prefix="drill-check-"))
         self.token = pool.token
-        self.workdir = self.root / f"p-{uuid.uuid4().hex}"
-        self.scratch = self.root / "scratch"
-        self.workdir.mkdir()
-        self.scratch.mkdir()
+        self.workdir, self.scratch, self.learner_copy = _prepare_run(self.root, learner)
         self._out = open(self.workdir / "output.txt", "wb")
         self.started = time.monotonic()
-        self._returncode = None
-        self._rusage_cpu = 0.0
-        self._seen = set()
+        self._init_state()
+        self.sandbox_mode, self.sandbox_why = sandbox.mode()
+        if self.sandbox_mode == "namespaces" and self.learner_copy is not None:
+            self.spec = sandbox.spec(self.root / "newroot", pool.entry.parent, self.workdir, self.learner_copy,
+                                     limits.timeout_s + 10.0)
         self.pid: int | None = None
         self._buf = b""
 
@@ -398,12 +579,13 @@ class PooledChild(Child):
 
         torch.save(tensors, self.workdir / "inputs.pt")
         zyg = self.pool._ensure()
-        self.sent = time.monotonic()
         request = {
-            "job": {**job, "work": str(self.workdir)},
+            "job": self._job(job),
             "scratch": str(self.scratch),
             "limits": {"cpu": max(1, int(round(self.limits.cpu_s))), "data": int(self.limits.memory_mb) * 2**20,
-                       "fsize": OUTPUT_CAP_BYTES},
+                       "fsize": OUTPUT_CAP_BYTES, "nproc": self.limits.processes if self.spec else 0},
+            "sandbox": self.spec,
+            "sandbox_off": self.sandbox_why,
         }
         try:
             assert zyg.stdin is not None
@@ -411,9 +593,11 @@ class PooledChild(Child):
             zyg.stdin.flush()
         except (BrokenPipeError, OSError):
             self.pool.close()
+            self.sent = time.monotonic()
             return
         reply = self._line(STARTUP_GRACE_S)
-        if reply is not None and "pid" in reply:
+        self.sent = time.monotonic()  # the fork server may still have been importing torch: not the learner's time
+        if reply is not None and isinstance(reply.get("pid"), int):
             self.pid = int(reply["pid"])
 
     def _line(self, timeout: float) -> dict[str, Any] | None:
@@ -438,9 +622,14 @@ class PooledChild(Child):
             self._buf += chunk
         line, self._buf = self._buf.split(b"\n", 1)
         try:
-            return json.loads(line)
-        except json.JSONDecodeError:
+            value = json.loads(line)
+        except (ValueError, RecursionError):
             return None
+        return value if isinstance(value, dict) else None
+
+    def _deadline_hit(self, now: float) -> str | None:
+        """The fork server is warm: the wall clock runs from the fork, whatever the child writes or deletes."""
+        return "time_limit" if now - self.sent > self.limits.timeout_s else None
 
     def wait(self) -> RunOutcome:
         killed_for = None
@@ -458,11 +647,7 @@ class PooledChild(Child):
                 self._returncode = -int(signal.SIGKILL)
                 self.pool.close()
                 break
-            now = time.monotonic()
-            if now - self.sent > self.limits.timeout_s:
-                killed_for = "time_limit"
-            elif self._rss_bytes(self.pid) > self.limits.memory_mb * 2**20:
-                killed_for = "memory_limit"
+            killed_for = self._limit_hit(self.pid, time.monotonic())
             if killed_for:
                 self._kill_group()
                 reply = self._line(10.0)
@@ -473,23 +658,16 @@ class PooledChild(Child):
                     self.pool.close()
                     self._returncode = -int(signal.SIGKILL)
                 break
-        leftovers = self._kill_escaped()
-        self._out.close()
-        return RunOutcome(
-            events=self._events(),
-            returncode=self._returncode,
-            killed_for=killed_for,
-            cpu_s=self._rusage_cpu,
-            wall_s=time.monotonic() - getattr(self, "sent", self.started),
-            leftovers=leftovers,
-            output_tail=self._output_tail(),
-            output_bytes=self._output_bytes(),
-        )
+        return self._outcome(killed_for)
 
     def _kill_group(self) -> None:
         if self.pid is not None:
             try:
                 os.killpg(self.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            try:
+                os.kill(self.pid, signal.SIGKILL)  # the run's first process: its namespace dies with it
             except (ProcessLookupError, PermissionError):
                 pass
 

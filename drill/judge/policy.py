@@ -1,0 +1,313 @@
+"""Layer 1 of the grader's defences: a static policy on the learner's source, checked before anything runs.
+
+A solution to these exercises needs tensors, `nn.Module`, a little math and
+the odd dataclass or cache; it never needs to import `os`, reach
+`torch._C`, compile TorchScript, start a thread or read a file. So the file
+is parsed (ast, nothing executed) and refused with `policy_violation`,
+quoting `file:line` and what is allowed, when it uses anything only an
+attacker needs:
+
+- imports outside `ALLOWED_IMPORTS` (torch and its math namespaces, numpy,
+  einops, a few pure stdlib modules), relative and `*` imports;
+- the builtins that run or reach code by name (`BLOCKED_NAMES`: `eval`,
+  `exec`, `compile`, `open`, `__import__`, `globals`, `vars`, ...), and
+  `getattr`/`setattr`/`delattr` except called with a literal name, which is
+  then checked like `obj.name`;
+- attributes that lead out of torch's tensor API (`BLOCKED_ATTRS`:
+  `torch.jit`, `torch.ops`, `torch.library`, `torch.utils`, `torch.compile`,
+  `torch.load`/`save`, file and frame access, and any attribute named like a
+  stdlib module, e.g. `torch.os`), dunder attributes beyond the few ordinary
+  classes use (`super().__init__`, `type(self).__name__`), and private
+  `_names` the file does not define itself (`self._cache` is fine,
+  `torch._C` is not).
+
+The body of `if __name__ == "__main__":` is not checked (it never runs when
+graded; people put timing and prints there), unless the file rebinds
+`__name__`. Plain calls of an exercise's forbidden op (`F.scaled_dot_product_attention`)
+are allowed here on purpose: the child's runtime traps name them as
+`forbidden_op`, with the line.
+
+This is a guard for honest verdicts, not the only one: the child blocks the
+forbidden kernels below Python and the OS sandbox contains what slips past
+(see drill/judge/README.md, "Known limits").
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from drill.judge.source import clip
+
+# Modules a solution may import (a submodule of an allowed package is allowed when listed).
+ALLOWED_IMPORTS: tuple[str, ...] = (
+    "torch", "torch.nn", "torch.nn.functional", "torch.nn.init", "torch.nn.parameter", "torch.nn.modules",
+    "torch.nn.attention", "torch.autograd", "torch.autograd.function", "torch.linalg", "torch.fft", "torch.special",
+    "torch.types", "torch.cuda", "torch.amp",
+    "numpy", "einops", "einops.layers", "einops.layers.torch",
+    "math", "cmath", "typing", "typing_extensions", "dataclasses", "functools", "itertools", "collections",
+    "collections.abc", "__future__", "abc", "enum", "numbers", "copy", "warnings", "random", "operator",
+    "contextlib", "fractions", "statistics", "heapq", "bisect", "decimal",
+)
+_ALLOWED_PREFIXES = ("torch.nn.modules.", "torch.nn.init.", "einops.layers.")
+
+# Builtins that execute code, reach objects by name or touch files/the interpreter.
+BLOCKED_NAMES = frozenset({
+    "__import__", "eval", "exec", "compile", "open", "globals", "vars", "locals", "breakpoint", "input", "help",
+    "__builtins__", "__loader__", "__spec__", "__file__", "__cached__", "__package__", "__path__",
+    "copyright", "credits", "license",
+})
+_ATTR_BUILTINS = ("getattr", "setattr", "delattr")
+
+# Attribute names that lead out of the tensor API, whatever object they are read from
+# (`t = torch; t.jit` is refused like `torch.jit`).
+BLOCKED_ATTRS = frozenset({
+    # torch namespaces only an attacker needs
+    "jit", "ops", "library", "utils", "compile", "compiler", "classes", "fx", "export", "hub", "package",
+    "overrides", "serialization", "profiler", "testing", "distributed", "cpp", "monitor", "futures", "onnx",
+    "jiterator", "tunable", "parallel", "multiprocessing",
+    # files, pickles and shared memory
+    "load", "save", "from_file", "fromfile", "tofile", "memmap", "open_memmap", "loadtxt", "savetxt", "savez",
+    "savez_compressed", "genfromtxt", "fromregex", "share_memory_", "export_chrome_trace", "ctypes",
+    # numpy's ways out
+    "ctypeslib", "f2py", "lib", "distutils", "rec", "core",
+    # frames, code objects, string evaluation
+    "gi_frame", "gi_code", "cr_frame", "ag_frame", "f_back", "f_globals", "f_locals", "f_builtins", "f_code",
+    "tb_frame", "tb_next", "co_code", "co_consts", "get_type_hints", "singledispatch", "singledispatchmethod",
+    "register", "attrgetter", "methodcaller", "stdlib_re",
+})
+# Modules that are reachable as attributes of allowed ones (torch.os, torch.sys, typing.sys,
+# dataclasses.inspect, F.importlib, ...) or that only an attacker needs, refused under any name.
+_STDLIB = frozenset({
+    "os", "sys", "subprocess", "importlib", "builtins", "ctypes", "inspect", "platform", "shutil", "pathlib",
+    "io", "pickle", "copyreg", "threading", "_thread", "multiprocessing", "concurrent", "asyncio", "signal",
+    "socket", "ssl", "http", "urllib", "gc", "weakref", "types", "traceback", "glob", "tempfile", "mmap",
+    "marshal", "runpy", "pkgutil", "codeop", "pdb", "bdb", "posix", "nt", "faulthandler", "resource", "fcntl",
+    "pty", "tty", "termios", "atexit", "site", "sysconfig", "zipimport", "shelve", "dbm", "sqlite3", "tarfile",
+    "zipfile", "webbrowser", "logging", "textwrap", "keyword", "dis", "ast", "tokenize", "linecache", "zipapp",
+    "posixpath", "genericpath", "stat", "fnmatch", "json", "string", "pydoc", "code", "timeit", "time", "select",
+    "selectors", "queue", "sched", "contextvars", "_io", "_ctypes", "_posixsubprocess", "_signal", "np",
+})
+_STDLIB = _STDLIB - {"np", "select"}  # np is numpy (allowed); x.select(dim, i) is a tensor method
+# torch/numpy privates refused even when the file defines a name like them.
+BLOCKED_PRIVATE = frozenset({
+    "_C", "_VF", "_ops", "_dynamo", "_inductor", "_refs", "_prims", "_decomp", "_library", "_jit_internal",
+    "_functorch", "_subclasses", "_higher_order_ops", "_utils", "_C_flatbuffer", "_export", "_classes",
+    "_sources", "_jit", "_lazy", "_dispatch", "_python_dispatch", "_custom_ops", "_custom_op", "_tensor",
+    "_numpy", "_vendor", "_multiarray_umath", "_core", "_pytesttester", "_backends", "_guards", "_logging",
+    "_meta_registrations", "_prims_common", "_python_dispatcher", "_nn", "_compile", "_utils_internal",
+    "_weights_only_unpickler", "_storage_docs", "_tensor_str", "_torch_docs", "_linalg_utils", "_namedtensor_internals",
+    "_make_subclass", "_make_wrapper_subclass", "_disable_current_modes", "_get_current_dispatch_mode",
+})
+# Dunder attributes ordinary classes use; every other __x__ attribute is refused.
+ALLOWED_DUNDER_ATTRS = frozenset({
+    "__init__", "__name__", "__qualname__", "__doc__", "__class__", "__call__", "__len__", "__repr__", "__str__",
+    "__setattr__", "__getitem__", "__iter__", "__next__", "__enter__", "__exit__", "__post_init__",
+})
+ALLOWED_DUNDER_NAMES = frozenset({"__name__", "__doc__", "__class__", "__all__", "__version__", "__slots__"})
+
+ALLOWED_SUMMARY = (
+    "allowed: imports of torch (torch.nn, torch.nn.functional, ...), numpy, einops, math, typing, dataclasses, "
+    "functools, itertools, collections and other pure-Python helpers; tensor code, classes and functions. "
+    "Not allowed: eval/exec/compile/open/__import__/globals/vars, getattr with a computed name, torch.jit, "
+    "torch.compile, torch.ops, torch._C and other torch privates, torch.library, torch.utils, torch.load/save, "
+    "dunder attributes beyond __init__/__name__/__class__, other modules"
+)
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One refused construct: where, what, and the line as written (clipped)."""
+
+    line: int
+    what: str
+    source: str = ""
+
+    def detail(self, path: str | Path, more: int = 0) -> str:
+        from drill.judge.boundary import safe_text
+
+        quoted = f": {safe_text(self.source, 200)}" if self.source else ""
+        extra = f" (and {more} more)" if more else ""
+        return f"{path}:{self.line}: {self.what}{extra}{quoted} — {ALLOWED_SUMMARY}"
+
+
+def import_allowed(module: str) -> bool:
+    return module in ALLOWED_IMPORTS or module.startswith(_ALLOWED_PREFIXES)
+
+
+def _is_main_guard(node: ast.stmt) -> bool:
+    """`if __name__ == "__main__":` (either operand order)."""
+    if not isinstance(node, ast.If) or not isinstance(node.test, ast.Compare):
+        return False
+    test = node.test
+    if len(test.ops) != 1 or not isinstance(test.ops[0], ast.Eq):
+        return False
+    sides = [test.left, test.comparators[0]]
+    names = [s for s in sides if isinstance(s, ast.Name) and s.id == "__name__"]
+    consts = [s for s in sides if isinstance(s, ast.Constant) and s.value == "__main__"]
+    return len(names) == 1 and len(consts) == 1
+
+
+def _defined_names(tree: ast.AST) -> set[str]:
+    """Every name the file binds itself: defs, classes, assignment targets, attributes stored, arguments,
+    and literal names handed to register_buffer/register_parameter/setattr."""
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            out.add(node.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            out.add(node.attr)
+        elif isinstance(node, ast.arg):
+            out.add(node.arg)
+        elif isinstance(node, ast.alias):
+            out.add((node.asname or node.name).split(".")[0])
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+            fn = node.func
+            name = fn.attr if isinstance(fn, ast.Attribute) else (fn.id if isinstance(fn, ast.Name) else "")
+            if name in ("register_buffer", "register_parameter", "register_module", "add_module") and isinstance(
+                node.args[0].value, str
+            ):
+                out.add(node.args[0].value)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr":
+            if len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str):
+                out.add(node.args[1].value)
+    return out
+
+
+def _rebinds_name(tree: ast.AST) -> bool:
+    """Does the file assign `__name__` anywhere (which would make its main block run when graded)?"""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id == "__name__" and not isinstance(node.ctx, ast.Load):
+            return True
+        if isinstance(node, (ast.Global, ast.Nonlocal)) and "__name__" in node.names:
+            return True
+        if isinstance(node, ast.alias) and (node.asname or node.name) == "__name__":
+            return True
+        if isinstance(node, ast.arg) and node.arg == "__name__":
+            return True
+        if isinstance(node, ast.ExceptHandler) and node.name == "__name__":
+            return True
+    return False
+
+
+class _Checker(ast.NodeVisitor):
+    def __init__(self, defined: set[str]) -> None:
+        self.defined = defined
+        self.found: list[tuple[int, str]] = []
+        self._allowed_refs: set[int] = set()  # id() of Name nodes used as the callee of an allowed call
+
+    def flag(self, node: ast.AST, what: str) -> None:
+        self.found.append((getattr(node, "lineno", 0), what))
+
+    # -- imports -------------------------------------------------------------
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            if not import_allowed(alias.name):
+                self.flag(node, f"`import {alias.name}` is not allowed")
+        self.generic_visit(node)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        module = node.module or ""
+        if node.level:
+            self.flag(node, "relative imports are not allowed (a solution is one self-contained file)")
+        elif not import_allowed(module):
+            self.flag(node, f"`from {module} import ...` is not allowed")
+        else:
+            for alias in node.names:
+                if alias.name == "*":
+                    self.flag(node, f"`from {module} import *` is not allowed (import the names you use)")
+                    continue
+                why = self._attr_problem(alias.name)
+                full = f"{module}.{alias.name}"
+                if why is not None and not import_allowed(full):
+                    self.flag(node, f"`from {module} import {alias.name}`: {why}")
+        self.generic_visit(node)
+
+    # -- names and attributes -----------------------------------------------
+    def visit_Name(self, node: ast.Name) -> None:
+        name = node.id
+        if isinstance(node.ctx, ast.Load):
+            if name in BLOCKED_NAMES:
+                self.flag(node, f"`{name}` is not allowed")
+            elif name in _ATTR_BUILTINS and id(node) not in self._allowed_refs:
+                self.flag(node, f"`{name}` is allowed only as a call with a literal attribute name")
+            elif _is_dunder(name) and name not in ALLOWED_DUNDER_NAMES:
+                self.flag(node, f"`{name}` is not allowed")
+        elif name in ("__name__", "__builtins__", "__import__"):
+            self.flag(node, f"rebinding `{name}` is not allowed")
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        why = self._attr_problem(node.attr, store=not isinstance(node.ctx, ast.Load))
+        if why is not None:
+            self.flag(node, f"`.{node.attr}`: {why}")
+        self.generic_visit(node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        fn = node.func
+        if isinstance(fn, ast.Name) and fn.id in _ATTR_BUILTINS:
+            if len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str):
+                self._allowed_refs.add(id(fn))
+                why = self._attr_problem(node.args[1].value, store=fn.id != "getattr")
+                if why is not None:
+                    self.flag(node, f"`{fn.id}(..., {node.args[1].value!r})`: {why}")
+            else:
+                self._allowed_refs.add(id(fn))
+                if fn.id == "getattr" or fn.id == "delattr":
+                    self.flag(node, f"`{fn.id}` with a computed attribute name is not allowed (write obj.name)")
+        self.generic_visit(node)
+
+    def _attr_problem(self, attr: str, store: bool = False) -> str | None:
+        if attr in BLOCKED_ATTRS:
+            return "not needed by a solution and not allowed"
+        if attr in _STDLIB:
+            return f"reaches the `{attr}` module, which is not allowed"
+        if _is_dunder(attr):
+            if store or attr not in ALLOWED_DUNDER_ATTRS:
+                return "dunder attributes other than __init__/__name__/__class__ are not allowed"
+            return None
+        if attr.startswith("_") and not attr.startswith("__"):
+            if attr in BLOCKED_PRIVATE:
+                return "a torch/numpy private, not allowed"
+            if attr not in self.defined:
+                return "a private attribute this file does not define (torch's privates are not allowed)"
+        return None
+
+
+def _is_dunder(name: str) -> bool:
+    return len(name) > 4 and name.startswith("__") and name.endswith("__")
+
+
+def check_source(source: str, filename: str = "<learner>") -> list[Violation]:
+    """Every violation of the policy in `source`, in line order (empty: allowed). SyntaxError propagates."""
+    tree = ast.parse(source, filename=filename)
+    lines = source.splitlines()
+    skip_main = not _rebinds_name(tree)
+    checker = _Checker(_defined_names(tree))
+    for stmt in tree.body:
+        if skip_main and _is_main_guard(stmt):
+            checker.visit(stmt.test)
+            for sub in stmt.orelse:
+                checker.visit(sub)
+            continue
+        checker.visit(stmt)
+    seen: set[tuple[int, str]] = set()
+    out = []
+    for line, what in sorted(checker.found):
+        if (line, what) in seen:
+            continue
+        seen.add((line, what))
+        text = lines[line - 1].strip() if 0 < line <= len(lines) else ""
+        out.append(Violation(line, what, clip(text) if text else ""))
+    return out
+
+
+def first_violation(source: str, path: str | Path) -> str | None:
+    """The one-line `policy_violation` detail for a refused file, or None when the file is allowed."""
+    found = check_source(source, str(path))
+    if not found:
+        return None
+    return found[0].detail(path, more=len(found) - 1)
