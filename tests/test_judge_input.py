@@ -183,8 +183,8 @@ def _assert_output_limit(doc: dict) -> None:
 
 @pytest.mark.parametrize(
     ("source", "where"),
-    [(STORM_IN_CALL, "line 13"), (STORM_WITH_SIGXFSZ, "during test"), (STORM_AT_IMPORT, "while importing")],
-    ids=["in_call", "sigxfsz_restored", "at_import"],
+    [(STORM_IN_CALL, "line 13"), (STORM_AT_IMPORT, "while importing")],
+    ids=["in_call", "at_import"],
 )
 def test_a_print_storm_is_output_limit_single_file(source: str, where: str, home: Path, tmp_path: Path, small_cap: int) -> None:
     f = tmp_path / "rmsnorm.py"
@@ -194,6 +194,21 @@ def test_a_print_storm_is_output_limit_single_file(source: str, where: str, home
     doc = json.loads(res.stdout)
     _assert_output_limit(doc)
     assert where in doc["diagnosis"]["detail"]
+
+
+def test_a_storm_that_restores_sigxfsz_is_refused_or_output_limit(home: Path, tmp_path: Path, small_cap: int) -> None:
+    """`import signal` never gets past the static policy; with the policy off (layers 2-4 alone), the
+    learner's own SIGXFSZ default still ends as output_limit, never a crash or an exception of theirs."""
+    from drill.judge.check import check_file
+
+    f = tmp_path / "rmsnorm.py"
+    f.write_text(STORM_WITH_SIGXFSZ)
+    res = run("check", str(f), "--json", "--seed", "1")
+    assert res.exit_code == 1, res.output
+    assert json.loads(res.stdout)["diagnosis"]["id"] == "policy_violation"
+    doc = check_file(f, seed=1, policy=False).to_json()
+    _assert_output_limit(doc)
+    assert "during test" in doc["diagnosis"]["detail"]
 
 
 def test_a_print_storm_is_output_limit_in_a_folder(home: Path, tmp_path: Path, small_cap: int) -> None:
