@@ -6,11 +6,12 @@ modules built on them. Every function takes `impl=None|"fused"|"math"`; see
 """
 
 from .attention import causal_mask, grouped_query_attention, multi_head_attention, sdpa
+from .flash import attention_lse, flash_attention_tiled
 from .backend import get_impl, set_impl, use_impl
 from .kv_cache import KVCache
 from .mlp import SwiGLU, ffn_hidden_dim, swiglu
 from .model import Attention, Decoder, LlamaConfig, PastKVAttention, copy_weights
-from .norm import RMSNorm, rms_norm
+from .norm import RMSNorm, rms_norm, rms_norm_backward
 from .rope import apply_rope, half_to_interleaved_perm, rope_angles
 
 __all__ = [
@@ -22,14 +23,17 @@ __all__ = [
     "RMSNorm",
     "SwiGLU",
     "apply_rope",
+    "attention_lse",
     "causal_mask",
     "copy_weights",
     "ffn_hidden_dim",
+    "flash_attention_tiled",
     "get_impl",
     "grouped_query_attention",
     "half_to_interleaved_perm",
     "multi_head_attention",
     "rms_norm",
+    "rms_norm_backward",
     "rope_angles",
     "sdpa",
     "set_impl",

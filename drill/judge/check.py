@@ -156,6 +156,7 @@ def check_file(
     # Started before torch is imported here, so the two imports overlap.
     child = pool.child(limits, learner=path) if pool is not None else Child(limits, learner=path)
     try:
+        _one_thread()
         spec = registry.load_spec(name)
         cases = spec.make_cases(seed)
         for case in cases:
@@ -175,6 +176,20 @@ def check_file(
         child.cleanup()
     result.elapsed_s = time.monotonic() - t0
     return result
+
+
+def _one_thread() -> None:
+    """One intra-op thread for the parent's work, as the child has: every tensor here is tiny.
+
+    With torch's default (one thread per core) each small op pays a thread
+    hand-off; measured on a loaded 2-core machine, the flash_attention bug
+    variants (hundreds of small float64 ops) ran 27x slower with 2 threads
+    than with 1. Process-wide, like torch's setting itself.
+    """
+    import torch
+
+    if torch.get_num_threads() != 1:
+        torch.set_num_threads(1)
 
 
 def _policy_refusal(source: str, path: Path) -> str:
@@ -242,6 +257,10 @@ def _job(spec: Any, cases: list, path: Path) -> tuple[dict[str, Any], dict[str, 
         }
         if case.extra:
             entry["extra"] = case.extra
+        if case.outputs:  # a tuple output: its element names (spec.Case.outputs)
+            entry["outputs"] = list(case.outputs)
+        if case.module_attrs:  # module-level names the grader sets for this case (flash_attention's blocks)
+            entry["module_attrs"] = dict(case.module_attrs)
         if case.repeat:  # a first call's inputs (spec.Case.repeat), run just before the graded call
             entry["repeat"] = [ref(f"{i}.repeat.{n}", v) for n, v in case.repeat.items()]
         if case.kind == "module" or case.params:
@@ -250,7 +269,9 @@ def _job(spec: Any, cases: list, path: Path) -> tuple[dict[str, Any], dict[str, 
             entry["module_dtype"] = dtype_name(case.module_dtype) if case.module_dtype is not None else None
         if case.kind == "map":
             entry["rows"] = [list(r) for r in case.rows]
-        if case.wants_grads:
+        if case.wants_grads and case.outputs:  # one upstream per element, None where no gradient flows back
+            entry["upstream"] = [None if u is None else ref(f"{i}.upstream.{j}", u)["t"] for j, u in enumerate(case.upstream)]
+        elif case.wants_grads:
             entry["upstream"] = ref(f"{i}.upstream", case.upstream)["t"]
         described.append(entry)
     job = {
@@ -366,28 +387,25 @@ def _prepare_refused(result: Result, spec: Any, cases: list, events: list, outco
     return True
 
 
-def _load_output(child: Any, i: int) -> dict:
-    """The tensors a case saved: size-checked, loaded weights_only (never unpickled), a dict of tensors."""
+def _load_output(child: Any, i: int, case: Any) -> tuple[Any, dict]:
+    """(the graded output, every tensor saved) of a case: size-checked, loaded weights_only (never unpickled),
+    checked by the boundary (a dict of tensors holding the output's one tensor or each element of its tuple)."""
     import torch
 
-    from drill.judge.boundary import MAX_OUTPUT_FILE_BYTES
+    from drill.judge.boundary import MAX_OUTPUT_FILE_BYTES, graded_output
 
     path = child.output_file(f"out_{i}.pt")
     if path.stat().st_size > MAX_OUTPUT_FILE_BYTES:
         raise ValueError("output file too large")
     saved = torch.load(path, weights_only=True, map_location="cpu")
-    if not isinstance(saved, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in saved.items()):
-        raise TypeError("not a dict of tensors")
-    if not isinstance(saved.get("out"), torch.Tensor):
-        raise TypeError("not a tensor")
-    return saved
+    return graded_output(saved, len(case.outputs)), saved
 
 
 def _evaluate(spec: Any, cases: list, child: Any, events: list) -> list:
     """Phase 3: every case compared: forward output, then gradients (CaseEval per case, in order)."""
     import torch
 
-    from drill.judge.compare import Comparison, compare
+    from drill.judge.compare import Comparison, compare, compare_outputs
     from drill.judge.diagnose import CaseEval
     from drill.judge.inmodel_verdict import compare_tokens, is_token_case
 
@@ -405,19 +423,20 @@ def _evaluate(spec: Any, cases: list, child: Any, events: list) -> list:
         if status != "ok":
             continue
         try:
-            saved = _load_output(child, i)
+            got, saved = _load_output(child, i, case)
         except Exception as exc:  # noqa: BLE001 - anything unreadable is the learner's failure
             ev.status, ev.record = "crashed", {"message": f"unreadable output ({type(exc).__name__})"}
             continue
-        got = saved["out"]
         if case.derive is not None:  # a property check compares a quantity derived from the output
             got = case.derive(got)
         ev.got = got
-        if is_token_case(case):  # token ids: the first diverging step, never an error size
+        if case.judge is not None:  # a measurement the case judges itself (flash_attention's tiling)
+            ev.forward = case.judge(got)
+        elif is_token_case(case):  # token ids: the first diverging step, never an error size
             ev.forward = compare_tokens(got, case.expected, int(case.args["ids"].shape[1]))
         else:
-            ev.forward = compare(got, case.expected, tol_of(case), care=case.care, dtype=case.out_dtype,
-                                 what=case.ctx.get("what", "output"))
+            ev.forward = compare_outputs(got, case.expected, tol_of(case), names=case.outputs, care=case.care,
+                                         dtype=case.out_dtype, what=case.ctx.get("what", "output"))
         if not (ev.forward.ok and case.wants_grads):
             continue
         flag = saved.get("__grad_error__")

@@ -36,6 +36,8 @@ class Comparison:
     worst_got: float | None = None
     worst_expected: float | None = None
     short: str = ""  # one line for the compact report; falls back to `message`
+    # Set only by a case's own judge (spec.Case.judge): the mistake a failing measurement proves.
+    diagnosis: Any = None
 
     @property
     def brief(self) -> str:
@@ -55,11 +57,14 @@ def compare(
     dtype: torch.dtype | None = None,
     ignore: torch.Tensor | None = None,
     what: str = "output",
+    quick: bool = False,
 ) -> Comparison:
     """Compare `got` with `expected` (see the module docstring).
 
     `ignore` (bool, same shape) removes elements from every check; bug
-    matching uses it for elements a variant cannot predict.
+    matching uses it for elements a variant cannot predict. `quick`: only
+    the verdict (ok, reason) is wanted, a failure gets no message or numbers
+    (bug matching compares thousands of tensors per failing file).
     """
     if tuple(got.shape) != tuple(expected.shape):
         return Comparison(False, "shape", f"{what} has shape {tuple(got.shape)}, expected {tuple(expected.shape)}")
@@ -69,6 +74,10 @@ def compare(
         return Comparison(False, "dtype", f"{what} is complex")
     g = got.detach().to(torch.float64)
     e = expected.detach().to(torch.float64)
+    if ignore is None and care is None:
+        fast = _all_finite_within(g, e, tol)
+        if fast is not None:
+            return fast
     keep = torch.ones_like(e, dtype=torch.bool) if ignore is None else ~ignore
     exp_finite = torch.isfinite(e)
     bad_finite = exp_finite & ~torch.isfinite(g) & keep
@@ -80,6 +89,10 @@ def compare(
     scale = max(1.0, float(e[exp_finite & keep].abs().max()) if bool((exp_finite & keep).any()) else 1.0)
     allowed = tol.atol * scale + tol.rtol * e.abs()
     over = region & (abs_err > allowed)
+    if quick:
+        if bool(bad_finite.any()) or bool(nonfinite_mismatch.any()):
+            return Comparison(False, "nonfinite", "")
+        return Comparison(not bool(over.any()), "values" if bool(over.any()) else "", "")
     max_abs = float(abs_err.max()) if abs_err.numel() else 0.0
     ref_scale = float(torch.where(region, e.abs(), torch.zeros_like(e)).max()) if e.numel() else 0.0
     max_rel = max_abs / ref_scale if ref_scale > 0 else (0.0 if max_abs == 0 else float("inf"))
@@ -123,6 +136,80 @@ def compare(
             f"worst got {num(float(g[idx]), 4)}, expected {num(float(e[idx]), 4)}",
         )
     return Comparison(True, "", "", max_abs, max_rel)
+
+
+def _all_finite_within(g: torch.Tensor, e: torch.Tensor, tol: Tolerance) -> Comparison | None:
+    """The common case in a few ops: every element finite on both sides and within tolerance; None otherwise.
+
+    Bug matching compares thousands of tensors per failing file; this gives
+    the same verdict and numbers as the full rule below whenever it applies
+    and leaves every failure (and its message) to the full rule.
+    """
+    if not e.numel() or not (bool(torch.isfinite(e).all()) and bool(torch.isfinite(g).all())):
+        return None
+    diff = (g - e).abs()
+    magnitude = e.abs()
+    ref_scale = float(magnitude.max())
+    if bool((diff > tol.atol * max(1.0, ref_scale) + tol.rtol * magnitude).any()):
+        return None
+    max_abs = float(diff.max())
+    max_rel = max_abs / ref_scale if ref_scale > 0 else (0.0 if max_abs == 0 else float("inf"))
+    return Comparison(True, "", "", max_abs, max_rel)
+
+
+def compare_outputs(
+    got: Any,
+    expected: Any,
+    tol: Tolerance,
+    *,
+    names: tuple[str, ...] = (),
+    care: Any = None,
+    dtype: Any = None,
+    ignore: Any = None,
+    what: str = "output",
+    quick: bool = False,
+) -> Comparison:
+    """`compare` for one tensor, or element by element for a tuple output (`names`, spec.Case.outputs).
+
+    Each element is compared on its own with `care`/`dtype`/`ignore` taken
+    from the aligned tuples (None for none). The result is the first failing
+    element's Comparison, its message led by the element's name and ending
+    with the other elements that fail; when all agree, max_abs/max_rel are
+    the largest over the elements.
+    """
+    if not names:
+        return compare(got, expected, tol, care=care, dtype=dtype, ignore=ignore, what=what, quick=quick)
+    if not isinstance(got, (tuple, list)) or len(got) != len(names):
+        return Comparison(False, "shape", f"{what} is not a tuple ({', '.join(names)})")
+    results = []
+    for i, name in enumerate(names):
+        label = name if what == "output" else f"{what} {name}"
+        results.append(compare(got[i], expected[i], tol, care=_nth(care, i), dtype=_nth(dtype, i),
+                               ignore=_nth(ignore, i), what=label, quick=quick))
+        if quick and not results[-1].ok:
+            return results[-1]
+    failing = [(name, r) for name, r in zip(names, results) if not r.ok]
+    if not failing:
+        abs_errs = [r.max_abs for r in results if r.max_abs is not None]
+        rel_errs = [r.max_rel for r in results if r.max_rel is not None]
+        return Comparison(True, "", "", max(abs_errs, default=None), max(rel_errs, default=None))
+    first = failing[0][1]
+    if len(failing) > 1:
+        also = f" (also wrong: {', '.join(name for name, _ in failing[1:])})"
+        first.message += also
+        first.short = first.brief + also
+    return first
+
+
+def _nth(value: Any, i: int) -> Any:
+    return value[i] if isinstance(value, (tuple, list)) else value
+
+
+def shapes(value: Any) -> Any:
+    """The shape of a tensor, or the tuple of shapes of a tuple output (None for a missing element)."""
+    if isinstance(value, (tuple, list)):
+        return tuple(None if v is None else tuple(v.shape) for v in value)
+    return tuple(value.shape)
 
 
 def _same_nonfinite(g: torch.Tensor, e: torch.Tensor) -> torch.Tensor:

@@ -165,10 +165,16 @@ def diagnose_cases(spec: Spec, evals: list[CaseEval], tolerance_of: Any) -> Verd
     state = state_failure(evals)
     if state is not None:
         return state
-    tensor_evals = [ev for ev in evals if ev.status == "ok" and ev.forward is not None and ev.forward.reason != "shape"]
+    # Shape failures enter the matching too, but count only for a variant that predicts a shape (see _score_bug).
+    tensor_evals = [ev for ev in evals if ev.status == "ok" and ev.forward is not None and ev.case.judge is None]
     bug = match_bug(spec, tensor_evals, tolerance_of)
+    judged = judged_failure(evals)
     if bug is not None:
+        if judged is not None:  # values first: the measurement of wrong code matters less; it is listed
+            bug.detail += f"; also failing: {judged.diagnosis.id} ({judged.detail})"
         return bug
+    if judged is not None:
+        return judged
     probe = probe_failure(evals)
     if probe is not None:
         return probe
@@ -216,6 +222,34 @@ def diagnose_cases(spec: Spec, evals: list[CaseEval], tolerance_of: Any) -> Verd
         if ev.status == "not_run":
             return Verdict(GENERIC["crashed"], f"test '{ev.case.name}' did not run")
     return Verdict(GENERIC["unknown"], "the run failed without a recognisable cause")
+
+
+def judged_failure(evals: list[CaseEval]) -> Verdict | None:
+    """The mistake a case's own judge named (spec.Case.judge: a measurement, e.g. flash_attention's tiling).
+
+    Named after the bug variants (right values come first) and before the
+    generic shape/dtype/unknown verdicts, which a measurement never is. The
+    first failing judged case in order names it; other judged ids and failing
+    tests of other kinds are listed, and with the latter the name is partial.
+    """
+    failing = [ev for ev in evals if not ev.passed]
+    judged = [ev for ev in failing if ev.case.judge is not None and ev.forward is not None and not ev.forward.ok
+              and ev.forward.diagnosis is not None]
+    if not judged:
+        return None
+    first = judged[0]
+    detail = f"{first.forward.message} in test '{first.case.name}'"
+    others = []
+    for ev in judged[1:]:
+        if ev.forward.diagnosis.id != first.forward.diagnosis.id and ev.forward.diagnosis.id not in others:
+            others.append(ev.forward.diagnosis.id)
+    if others:
+        detail += f"; other measurements fail too: {', '.join(others)}"
+    rest = [ev for ev in failing if ev.case.judge is None]
+    if rest:
+        detail += (f"; {len(rest)} other failing test{'s' if len(rest) != 1 else ''} (values) match no known mistake: "
+                   "there is probably more than one mistake")
+    return Verdict(first.forward.diagnosis, detail, partial=bool(rest))
 
 
 def probe_failure(evals: list[CaseEval]) -> Verdict | None:
@@ -291,8 +325,9 @@ def match_bug(spec: Spec, evals: list[CaseEval], tolerance_of: Any) -> Verdict |
     n_failing = sum(not ev.forward.ok for ev in evals)
     consistent: list[tuple[int, int, Bug]] = []  # (explained, order, bug)
     partial: list[tuple[int, int, Bug]] = []
+    plain: dict[int, bool] = {}  # per case: the learner's verdict with nothing ignored, the same for every bug
     for order, bug in enumerate(spec.bugs):
-        explained, matched, is_consistent = _score_bug(bug, evals, tolerance_of)
+        explained, matched, is_consistent = _score_bug(bug, evals, tolerance_of, plain)
         if is_consistent and explained:
             consistent.append((explained, -order, bug))
         elif matched:
@@ -329,32 +364,65 @@ def _other_ids(best: Bug, bugs: list[Bug]) -> list[str]:
     return seen
 
 
-def _score_bug(bug: Bug, evals: list[CaseEval], tolerance_of: Any) -> tuple[int, int, bool]:
-    """(failing cases explained if consistent, failing cases matched exactly, consistent with all cases)."""
-    from drill.judge.compare import compare
+def production(produced: Any, case: Case) -> tuple[Any, Any]:
+    """(variant output or None, unknown mask or None) from what a Bug's fn returned on `case`.
+
+    One tensor: a tensor, (tensor, unknown) or None. A tuple output
+    (`case.outputs`): a tuple with one such item per element, None standing
+    for the expected element; the result is then aligned tuples (None when
+    the whole variant equals the reference).
+    """
+    if produced is None:
+        return None, None
+    if not case.outputs:
+        return produced if isinstance(produced, tuple) else (produced, None)
+    if not isinstance(produced, (tuple, list)) or len(produced) != len(case.outputs):
+        raise ValueError(f"a variant of a tuple output must give {len(case.outputs)} items")
+    items = [(None, None) if p is None else (p if isinstance(p, tuple) else (p, None)) for p in produced]
+    if all(v is None for v, _ in items):
+        return None, None
+    variant = tuple(case.expected[i] if v is None else v for i, (v, _) in enumerate(items))
+    unknown = tuple(u for _, u in items)
+    return variant, (None if all(u is None for u in unknown) else unknown)
+
+
+def _score_bug(bug: Bug, evals: list[CaseEval], tolerance_of: Any, plain: dict[int, bool] | None = None
+               ) -> tuple[int, int, bool]:
+    """(failing cases explained if consistent, failing cases matched exactly, consistent with all cases).
+
+    A case whose output has the wrong shape counts only for a variant that
+    itself changes the shape (e.g. a sum over too few axes); for any other
+    variant it is left out, as it says nothing about the values.
+    """
+    from drill.judge.compare import compare_outputs, shapes
 
     explained = matched = 0
     consistent = True
     for ev in evals:
         case = ev.case
         try:
-            produced = bug.fn(case, ev.got) if bug.fit else bug.fn(case)
+            variant, unknown = production(bug.fn(case, ev.got) if bug.fit else bug.fn(case), case)
         except Exception:  # noqa: BLE001 - a variant that cannot run on this case says nothing
-            produced = None
-        tol = tolerance_of(case)
-        if produced is None:
             variant, unknown = None, None
-        elif isinstance(produced, tuple):
-            variant, unknown = produced
+        if ev.forward.reason == "shape" and (variant is None or shapes(variant) == shapes(case.expected)):
+            continue
+        tol = tolerance_of(case)
+
+        def agree(a: Any, b: Any) -> bool:
+            return compare_outputs(a, b, tol, names=case.outputs, care=case.care, ignore=unknown, quick=True).ok
+
+        if unknown is None and plain is not None:
+            if id(ev) not in plain:
+                plain[id(ev)] = agree(ev.got, case.expected)
+            learner_ok = plain[id(ev)]
         else:
-            variant, unknown = produced, None
-        learner_ok = compare(ev.got, case.expected, tol, care=case.care, ignore=unknown).ok
-        variant_ok = True if variant is None else compare(variant, case.expected, tol, care=case.care, ignore=unknown).ok
+            learner_ok = agree(ev.got, case.expected)
+        variant_ok = True if variant is None else agree(variant, case.expected)
         if learner_ok != variant_ok:
             consistent = False
             continue
         if not learner_ok:
-            if compare(ev.got, variant, tol, care=case.care, ignore=unknown).ok:
+            if agree(ev.got, variant):
                 explained += 1
                 matched += _finite_evidence(variant, case, tol, unknown)
             else:
@@ -370,8 +438,16 @@ def _finite_evidence(variant: Any, case: Case, tol: Any, unknown: Any) -> bool:
     """
     import torch
 
-    from drill.judge.compare import compare
+    from drill.judge.compare import compare_outputs
 
-    nonfinite = ~torch.isfinite(variant.detach().to(torch.float64))
-    ignore = nonfinite if unknown is None else (nonfinite | unknown)
-    return not compare(variant, case.expected, tol, care=case.care, ignore=ignore).ok
+    def ignored(v: Any, u: Any) -> Any:
+        nonfinite = ~torch.isfinite(v.detach().to(torch.float64))
+        return nonfinite if u is None else (nonfinite | u)
+
+    if case.outputs:
+        unknowns = unknown if unknown is not None else (None,) * len(case.outputs)
+        ignore = tuple(ignored(v, u) for v, u in zip(variant, unknowns))
+    else:
+        ignore = ignored(variant, unknown)
+    return not compare_outputs(variant, case.expected, tol, names=case.outputs, care=case.care, ignore=ignore,
+                               quick=True).ok

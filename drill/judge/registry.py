@@ -91,6 +91,13 @@ INDEX: tuple[Exercise, ...] = (
              "causal GQA with RoPE and a KV cache: any split of a sequence into calls gives the same output",
              "inference", "hard", ("kv_cache",), "good_concat_bottom_right.py", in_model=True, bench=True,
              defaults={"rope_base": 10000.0}),
+    Exercise("flash_attention", ("flash_attention",),
+             "FlashAttention's forward: score tiles, an online softmax and lse, never the full score matrix",
+             "kernels", "hard", ("flash",), "good_online_softmax.py", bench=True,
+             defaults={"BLOCK_Q": 64, "BLOCK_K": 64}, wave=2),
+    Exercise("rmsnorm_backward", ("rmsnorm_backward",),
+             "RMSNorm's backward pass by hand: grad_x and grad_weight, no autograd",
+             "training", "medium", ("normalization",), "good_closed_form.py", defaults={"eps": 1e-6}, wave=2),
 )
 
 _BY_NAME: dict[str, Exercise] = {e.name: e for e in INDEX}

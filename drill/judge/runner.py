@@ -55,7 +55,7 @@ from typing import Any
 
 CHILD_SCRIPT = Path(__file__).with_name("child.py")
 # The driver and its torch-only siblings, copied next to every run (the child never imports drill).
-DRIVER_FILES = ("child.py", "chain.py", "audit.py", "sandbox_child.py")
+DRIVER_FILES = ("child.py", "chain.py", "audit.py", "tiling.py", "sandbox_child.py")
 WORK_CAP_BYTES = 512 * 2**20  # the protocol folder (outputs, printed output) of one run, all files together
 _OWN_PIDS: set[int] = set()  # processes this module started on purpose (children, fork servers)
 _OWN_LOCK = threading.Lock()

@@ -97,13 +97,15 @@ def reference_with_grads(case: Case, forward: Callable[..., torch.Tensor]) -> tu
         # sum(out * upstream) has exactly the gradient `upstream`; unlike
         # out.backward(upstream) it does not import torch.fx's symbolic_shapes
         # (0.5 s measured on torch 2.13), which matters for `drill check` start-up.
-        (out * case.upstream.float()).sum().backward()
+        # A tuple output (case.outputs) sums that over the elements that have an upstream.
+        pairs = zip(out, case.upstream) if case.outputs else [(out, case.upstream)]
+        sum((o * u.float()).sum() for o, u in pairs if u is not None).backward()
         for name in case.grad_inputs:
             grads["input:" + name] = args[name].grad.detach().clone()
         if case.grad_params:
             for path, t in params.items():
                 grads["param:" + path] = t.grad.detach().clone()
-    return out.detach(), grads
+    return (tuple(o.detach() for o in out) if case.outputs else out.detach()), grads
 
 
 def tolerance_for(case: Case) -> Tolerance:
@@ -126,7 +128,7 @@ def repeat_probe(case: Case, first: dict[str, Any]) -> Case:
             assert not torch.equal(other, value) or name == "mask", name
         else:
             assert other == value, name
-    case.repeat = dict(first)
+    case.repeat = {name: first[name] for name in case.args}  # the child passes them in the graded call's order
     return case
 
 
@@ -172,17 +174,25 @@ def module_case(
 
 def call_case(
     d: Draw, name: str, target: str, args: dict[str, Any], *, dtype: str = "float32", grads: tuple[str, ...] = (),
-    out_shape: Sequence[int] | None = None, out_dtype: Any = None, care: Any = None, ctx: dict[str, Any] | None = None,
+    out_shape: Any = None, out_dtype: Any = None, care: Any = None, ctx: dict[str, Any] | None = None,
+    outputs: tuple[str, ...] = (), module_attrs: dict[str, Any] | None = None,
 ) -> Case:
     """A KIND_CALL case: `target(*args)` (args already drawn); `grads` names the args whose gradients are graded.
 
     The upstream gradient (of `out_shape`, default the first arg's shape; `()`
     for a scalar loss) is drawn here, last. `out_dtype` defaults to `dtype`'s.
+    For a tuple output (`outputs`, spec.Case), `out_dtype` is a tuple and,
+    with `grads`, `out_shape` holds one shape per element (None: no gradient
+    flows back from that element); the upstreams are drawn in that order.
     """
-    shape = tuple(out_shape) if out_shape is not None else tuple(next(iter(args.values())).shape)
+    if outputs:
+        upstream = tuple(None if sh is None else d.normal(*sh) for sh in out_shape) if grads else None
+    else:
+        shape = tuple(out_shape) if out_shape is not None else tuple(next(iter(args.values())).shape)
+        upstream = d.normal(*shape) if grads else None
     return Case(
         name=name, target=target, kind=KIND_CALL, args=args, grad_inputs=tuple(grads),
-        upstream=d.normal(*shape) if grads else None, care=care,
+        upstream=upstream, care=care, outputs=tuple(outputs), module_attrs=dict(module_attrs or {}),
         out_dtype=out_dtype if out_dtype is not None else DTYPES[dtype], ctx={"dtype": dtype, **(ctx or {})},
     )
 
