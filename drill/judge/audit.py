@@ -198,8 +198,10 @@ class ScoreTracker(StorageTracker):
                 self.computed += -(-o.numel() // self.batch_heads)
         if per_bh > self.largest["per_bh"]:
             line, _ = self.line_of()
-            self.largest = {"per_bh": per_bh, "numel": numel, "line": int(line or 0),
+            self.largest = {"per_bh": per_bh, "numel": numel, "line": int(line or 0), "ptr": p,
                             "dtype": str(o.dtype).replace("torch.", ""), "shape": [int(n) for n in o.shape]}
+        elif p == self.largest.get("ptr") and o.numel() == numel:  # a view of it, as the learner's code sees it
+            self.largest["shape"] = [int(n) for n in o.shape]  # (matmul's (B*H, T, T) comes back as (B, H, T, T))
 
 
 # ---------------------------------------------------------------- child side
