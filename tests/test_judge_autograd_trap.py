@@ -62,7 +62,8 @@ WAYS: dict[str, tuple[str, str, str]] = {
     "func.hessian": ("", "torch.func.hessian(lambda a: _f(a, ww).sum())(x.float())", "torch.func.hessian"),
     "forward_ad": ("", "torch.autograd.forward_ad.unpack_dual(_f(x.float(), weight.float()))",
                    "torch.autograd.forward_ad.unpack_dual"),
-    "autograd.Function.backward": ("", "(_Twice.apply(xx).sum().backward(), (xx.grad, ww))[1]", "torch.Tensor.backward"),
+    "autograd.Function.backward": ("", "(_Twice.apply(xx).sum().backward(), (xx.grad, ww))[1]",
+                                   "torch.Tensor.backward"),
 }
 FUNCTION = """
 

@@ -130,9 +130,9 @@ def test_the_grader_set_attribute_is_seen_and_restored(tmp_path, pairdemo, pool)
         "prod * SCALE", "prod * scale"), pool)
     assert [t.name for t in frozen.tests if t.status != "pass"] == ["SCALE=3 set by the grader"]
     # the restore is observable: a file that records SCALE each call sees 1, 3, 1, 1
-    seen = _grade(tmp_path, GOOD.replace("    prod = x * w", "    SEEN.append(SCALE)\n    assert SEEN[-1] == "
-                                         "[1.0, 3.0, 1.0, 1.0][len(SEEN) - 1], SEEN\n    prod = x * w") + "\nSEEN = []\n",
-                  pool)
+    record = ("    SEEN.append(SCALE)\n    assert SEEN[-1] == [1.0, 3.0, 1.0, 1.0][len(SEEN) - 1], SEEN\n"
+              "    prod = x * w")
+    seen = _grade(tmp_path, GOOD.replace("    prod = x * w", record) + "\nSEEN = []\n", pool)
     assert seen.status == "pass", [(t.name, t.message) for t in seen.tests]
 
 
@@ -170,8 +170,9 @@ def test_graded_output_accepts_only_the_promised_layout() -> None:
     t = torch.zeros(2)
     assert boundary.graded_output({"out": t}, 0) is t
     assert boundary.graded_output({"out.0": t, "out.1": t, "input:x": t}, 2) == (t, t)
-    for saved, n in (({"out.0": t}, 2), ({"out": t, "out.0": t, "out.1": t}, 2), ({"out.0": t, "out.1": t, "out.2": t}, 2),
-                     ({"out": 1.0}, 0), ({"out.0": t, "out.1": [t]}, 2), ([t], 0), ({0: t}, 0)):
+    for saved, n in (({"out.0": t}, 2), ({"out": t, "out.0": t, "out.1": t}, 2),
+                     ({"out.0": t, "out.1": t, "out.2": t}, 2), ({"out": 1.0}, 0), ({"out.0": t, "out.1": [t]}, 2),
+                     ([t], 0), ({0: t}, 0)):
         with pytest.raises((TypeError, ValueError)):
             boundary.graded_output(saved, n)
 

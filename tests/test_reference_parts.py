@@ -454,10 +454,12 @@ def naive_attention_lse(q, k, v, causal):
     return out, lse
 
 
-@pytest.mark.parametrize("t_q, t_k, causal", [(9, 13, False), (11, 11, True), (5, 12, True), (12, 5, True), (1, 7, True)])
+@pytest.mark.parametrize("t_q, t_k, causal",
+                         [(9, 13, False), (11, 11, True), (5, 12, True), (12, 5, True), (1, 7, True)])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 def test_attention_lse_math_fused_and_tiled_agree_with_naive(t_q, t_k, causal, dtype):
-    q, k, v = randn(2, 2, t_q, 8, seed=1, dtype=dtype), randn(2, 2, t_k, 8, seed=2, dtype=dtype), randn(2, 2, t_k, 8, seed=3, dtype=dtype)
+    q = randn(2, 2, t_q, 8, seed=1, dtype=dtype)
+    k, v = randn(2, 2, t_k, 8, seed=2, dtype=dtype), randn(2, 2, t_k, 8, seed=3, dtype=dtype)
     want_o, want_l = naive_attention_lse(q, k, v, causal)
     atol = 1e-5 if dtype == torch.float32 else 2e-3
     for name, (out, lse) in {

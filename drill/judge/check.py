@@ -270,7 +270,8 @@ def _job(spec: Any, cases: list, path: Path) -> tuple[dict[str, Any], dict[str, 
         if case.kind == "map":
             entry["rows"] = [list(r) for r in case.rows]
         if case.wants_grads and case.outputs:  # one upstream per element, None where no gradient flows back
-            entry["upstream"] = [None if u is None else ref(f"{i}.upstream.{j}", u)["t"] for j, u in enumerate(case.upstream)]
+            entry["upstream"] = [None if u is None else ref(f"{i}.upstream.{j}", u)["t"]
+                                 for j, u in enumerate(case.upstream)]
         elif case.wants_grads:
             entry["upstream"] = ref(f"{i}.upstream", case.upstream)["t"]
         described.append(entry)

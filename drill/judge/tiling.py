@@ -117,7 +117,7 @@ def parse(got: Any) -> dict[str, int] | None:
 
 
 def min_scores(t_q: int, t_k: int, bq: int, bk: int) -> tuple[int, int, int]:
-    """(scores, tiles) computed when exactly the tiles not entirely above the bottom-right diagonal are, and all tiles."""
+    """(scores, tiles, all tiles): what computing exactly the tiles not entirely above the diagonal costs."""
     offset = t_k - t_q
     scores = tiles = total = 0
     for q0 in range(0, t_q, bq):
@@ -156,9 +156,10 @@ def judge(got: Any, *, causal: bool, blocks: tuple[int, int], own: tuple[int, in
         scores = f"{per_bh} scores per (batch, head), more than BLOCK_Q * BLOCK_K = {bq} * {bk} = {limit}"
         if grader_set and own is not None and own != blocks and per_bh <= own[0] * own[1] and len(shape) >= 2 \
                 and shape[-2] <= own[0] and shape[-1] <= own[1]:
-            return Comparison(False, "values", f"with BLOCK_Q={bq}, BLOCK_K={bk} set by the grader, the code held {what}: "
-                              f"{scores}; that is a tile of the file's own {own[0]} x {own[1]}",
-                              f"tiles of {own[0]}x{own[1]}, not the {bq}x{bk} set", diagnosis=diagnoses["flash_blocks_ignored"])
+            return Comparison(False, "values", f"with BLOCK_Q={bq}, BLOCK_K={bk} set by the grader, the code held "
+                              f"{what}: {scores}; that is a tile of the file's own {own[0]} x {own[1]}",
+                              f"tiles of {own[0]}x{own[1]}, not the {bq}x{bk} set",
+                              diagnosis=diagnoses["flash_blocks_ignored"])
         return Comparison(False, "values", f"the code held {what}: {scores}",
                           f"{shape} scores alive{line} > {bq}x{bk}", diagnosis=diagnoses["flash_not_tiled"])
     if causal:
@@ -169,5 +170,6 @@ def judge(got: Any, *, causal: bool, blocks: tuple[int, int], own: tuple[int, in
                 f"with causal=True (T_q={data['t_q']}, T_k={data['t_k']}, tiles {bq}x{bk}) the code computed "
                 f"{data['computed']} scores in {data['products']} q.k products; skipping the tiles entirely above the "
                 f"diagonal leaves {need} ({tiles} of {total} tiles)",
-                f"{data['computed']} scores computed, {need} needed", diagnosis=diagnoses["flash_causal_tiles_not_skipped"])
+                f"{data['computed']} scores computed, {need} needed",
+                diagnosis=diagnoses["flash_causal_tiles_not_skipped"])
     return Comparison(True, "", "")

@@ -65,7 +65,8 @@ def make_cases(seed: int) -> list[Case]:
     cases.append(_value_case(d, f"fp32 T_q={tq} != T_k={tk}, not causal", (2, 2, tq, tk, d.choice([16, 32])), False))
     tk = _off_tile(d, 33, 50, 16)
     tq = tk + _off_tile(d, 5, 25, 16)
-    cases.append(_value_case(d, f"fp32 T_q={tq} > T_k={tk}, d=8, not causal", (1, 3, tq, tk, 8), False, blocks=(16, 16)))
+    cases.append(_value_case(d, f"fp32 T_q={tq} > T_k={tk}, d=8, not causal", (1, 3, tq, tk, 8), False,
+                             blocks=(16, 16)))
     t = _off_tile(d, 40, 62, 16, 32)
     cases.append(_value_case(d, f"fp32 causal T_q = T_k = {t}", (2, 1, t, t, 16), True, blocks=(16, 32)))
     t = _off_tile(d, 40, 62, 16)
