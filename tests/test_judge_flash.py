@@ -58,6 +58,9 @@ def test_tracker_names_the_full_matrix_in_every_form() -> None:
         "tiles concatenated": lambda q, k, v: torch.cat([q @ k[:, :, i:i + 16].mT for i in range(0, 50, 16)], -1),
         "tiles written into a buffer": lambda q, k, v: _into_buffer(q, k),
         "float64 copy of the scores": lambda q, k, v: (q @ k.mT).double().softmax(-1),
+        "keys split, last tile padded": lambda q, k, v: torch.cat(
+            [q @ torch.nn.functional.pad(kt, (0, 0, 0, 16 - kt.shape[2])).mT for kt in k.split(16, dim=2)], -1),
+        "per head, unbound": lambda q, k, v: torch.stack([qh @ kh.T for qh, kh in zip(q[0].unbind(0), k[0].unbind(0))]),
     }
     for name, fn in forms.items():
         t = _track(fn)
@@ -126,7 +129,9 @@ def test_judge_counts_causal_tiles_against_the_minimum() -> None:
     assert (tiles, total) == (10, 16) and need == 10 * 256
     assert tiling.min_scores(10, 40, 16, 16)[1] == 3  # T_q < T_k: the row sees every key tile
     assert tiling.min_scores(40, 10, 16, 16)[1] == 2  # query tile 0 (positions -30..-15) sees nothing
-    assert _judge(_measure(computed=need), causal=True).ok
+    assert _judge(_measure(computed=need, products=10), causal=True).ok
+    assert _judge(_measure(computed=need + 100, products=10), causal=True).ok  # last tiles padded to full size
+    assert _judge(_measure(computed=need, products=40), causal=True).ok  # finer loops, the same scores
     waste = _judge(_measure(computed=16 * 256, products=16), causal=True)
     assert waste.diagnosis.id == "flash_causal_tiles_not_skipped" and "10 of 16 tiles" in waste.message
 

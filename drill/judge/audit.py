@@ -142,7 +142,8 @@ class StorageTracker(TorchDispatchMode):
 # Ops that write their input's data elsewhere (a tile copied into a bigger buffer): labels follow the data.
 SCATTERS = {"index_put", "index_put_", "slice_scatter", "select_scatter", "index_copy", "index_copy_",
             "masked_scatter", "masked_scatter_", "scatter", "scatter_", "copy_", "_softmax", "_log_softmax",
-            "_safe_softmax", "softmax", "log_softmax"}
+            "_safe_softmax", "softmax", "log_softmax", "constant_pad_nd", "pad", "reflection_pad1d", "replication_pad1d",
+            "detach", "alias", "lift_fresh", "lift_fresh_copy"}
 REDUCTIONS = {"sum", "mean", "amax", "amin", "max", "min", "logsumexp", "prod", "norm", "linalg_vector_norm"}
 
 

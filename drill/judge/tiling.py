@@ -16,7 +16,8 @@ itself (their values are graded by the ordinary cases):
   BLOCK_K per (batch, head) (`flash_not_tiled`, or `flash_blocks_ignored`
   when that tensor is exactly the file's own tile size although the grader
   set others), then with causal=True the scores computed against the
-  minimum of the tile grid (`flash_causal_tiles_not_skipped`). A run in
+  minimum of the tile grid, both in scores and in q.k products
+  (`flash_causal_tiles_not_skipped`). A run in
   which the tracker saw no score tensor is `flash_tiling_unmeasured`: a
   failure, never a pass.
 
@@ -164,7 +165,9 @@ def judge(got: Any, *, causal: bool, blocks: tuple[int, int], own: tuple[int, in
                           f"{shape} scores alive{line} > {bq}x{bk}", diagnosis=diagnoses["flash_not_tiled"])
     if causal:
         need, tiles, total = min_scores(data["t_q"], data["t_k"], bq, bk)
-        if data["computed"] > need:
+        # Both counts over the minimum: a padded last tile computes extra scores in the right number of
+        # products, a finer loop (rows, sub-tiles) more products over the right scores; neither is waste.
+        if data["computed"] > need and data["products"] > tiles:
             return Comparison(
                 False, "values",
                 f"with causal=True (T_q={data['t_q']}, T_k={data['t_k']}, tiles {bq}x{bk}) the code computed "
