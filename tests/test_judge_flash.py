@@ -118,10 +118,12 @@ def test_judge_passes_a_tile_and_fails_more_naming_shape_and_line() -> None:
 
 
 def test_judge_names_the_files_own_tiles_when_the_grader_set_others() -> None:
-    own = _judge(_measure(largest_per_bh=64 * 64, shape2=64, shape3=64))
+    own = _judge(_measure(largest_per_bh=64 * 64, shape2=64, shape3=64, t_q=70, t_k=90))
     assert own.diagnosis.id == "flash_blocks_ignored" and "64 x 64" in own.message
     same = _judge(_measure(largest_per_bh=64 * 64, shape2=64, shape3=64), grader_set=False, blocks=(16, 16))
     assert same.diagnosis.id == "flash_not_tiled"
+    short = _judge(_measure(largest_per_bh=64 * 50, shape2=64, shape3=50, t_q=75, t_k=50))  # every key fits a tile
+    assert short.diagnosis.id == "flash_not_tiled"
 
 
 def test_judge_counts_causal_tiles_against_the_minimum() -> None:
@@ -230,3 +232,23 @@ def test_values_are_named_first_and_the_tiling_listed(tmp_path: Path, pool: Chil
     result = check_file(path, seed=3, limits=LIMITS, pool=pool)
     assert result.diagnosis.id == "missing_scale", result.diagnosis_detail
     assert "also failing: flash_not_tiled" in result.diagnosis_detail
+
+
+def test_a_tiling_failure_renders_in_the_panel_and_the_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from drill.cli import app
+
+    monkeypatch.setenv("DRILL_HOME", str(tmp_path / "home"))
+    target = tmp_path / "flash_attention.py"
+    shutil.copy(ROOT / "bug_flash_not_tiled__row_blocks_all_keys.py", target)
+    panel = CliRunner().invoke(app, ["check", str(target), "--seed", "3"])
+    assert panel.exit_code == 1, panel.output
+    assert "flash_not_tiled" in panel.output and "scores alive at line 16" in panel.output
+    doc = json.loads(CliRunner().invoke(app, ["check", str(target), "--seed", "3", "--json"]).output)
+    assert doc["diagnosis"]["id"] == "flash_not_tiled" and "(1, 1, 64, " in doc["diagnosis"]["detail"]
+    tiling_tests = [t for t in doc["tests"] if t["name"].startswith("tiling:")]
+    assert tiling_tests and all(t["status"] == "fail" and t["max_abs_err"] is None for t in tiling_tests)

@@ -185,6 +185,8 @@ class ScoreTracker(StorageTracker):
         super()._release(ptr)
         if ptr not in self.live:  # the storage is gone: a later one at this address is a new one
             self._counted.discard(ptr)
+            if self.largest.get("ptr") == ptr:
+                self.largest["ptr"] = None
 
     def observe(self, p: int, o: torch.Tensor, name: str, seen: frozenset) -> None:
         if "S" not in self.labels.get(p, frozenset()) or not o.is_floating_point():

@@ -137,15 +137,17 @@ def judge(got: Any, *, causal: bool, blocks: tuple[int, int], own: tuple[int, in
     """A Comparison for one tiling case (see the module docstring); `own` is the file's own (BLOCK_Q, BLOCK_K)."""
     from drill.judge.compare import Comparison
 
+    def fail(message: str, short: str, diagnosis_id: str) -> Any:
+        return Comparison(False, "measurement", message, short=short, diagnosis=diagnoses[diagnosis_id])
+
     data = parse(got)
-    unmeasured = diagnoses["flash_tiling_unmeasured"]
     if data is None:
-        return Comparison(False, "values", "could not measure the tiling: the measurement was malformed",
-                          diagnosis=unmeasured)
+        return fail("could not measure the tiling: the measurement was malformed", "could not measure",
+                    "flash_tiling_unmeasured")
     if data["products"] == 0 or data["score_storages"] == 0:
-        return Comparison(False, "values", "could not measure the tiling: no q.k score tensor was seen during the "
-                          "call (computed on another thread, outside PyTorch ops, or by an op the tracker does not "
-                          "follow)", "could not measure: no score tensor seen", diagnosis=unmeasured)
+        return fail("could not measure the tiling: no q.k score tensor was seen during the call (computed on another "
+                    "thread, outside PyTorch ops, or by an op the tracker does not follow)",
+                    "could not measure: no score tensor seen", "flash_tiling_unmeasured")
     bq, bk = blocks
     limit = bq * bk
     per_bh = data["largest_per_bh"]
@@ -155,24 +157,21 @@ def judge(got: Any, *, causal: bool, blocks: tuple[int, int], own: tuple[int, in
     what = f"a {dtype} score tensor of shape {shape}{line}"
     if per_bh > limit:
         scores = f"{per_bh} scores per (batch, head), more than BLOCK_Q * BLOCK_K = {bq} * {bk} = {limit}"
+        # The file's own tile size, although the grader set another: only telling when the lengths exceed that tile
+        # (else a whole row block against every key fits in it too).
         if grader_set and own is not None and own != blocks and per_bh <= own[0] * own[1] and len(shape) >= 2 \
-                and shape[-2] <= own[0] and shape[-1] <= own[1]:
-            return Comparison(False, "values", f"with BLOCK_Q={bq}, BLOCK_K={bk} set by the grader, the code held "
-                              f"{what}: {scores}; that is a tile of the file's own {own[0]} x {own[1]}",
-                              f"tiles of {own[0]}x{own[1]}, not the {bq}x{bk} set",
-                              diagnosis=diagnoses["flash_blocks_ignored"])
-        return Comparison(False, "values", f"the code held {what}: {scores}",
-                          f"{shape} scores alive{line} > {bq}x{bk}", diagnosis=diagnoses["flash_not_tiled"])
+                and shape[-2] <= own[0] and shape[-1] <= own[1] and data["t_q"] > own[0] and data["t_k"] > own[1]:
+            return fail(f"with BLOCK_Q={bq}, BLOCK_K={bk} set by the grader, the code held {what}: {scores}; that "
+                        f"is a tile of the file's own {own[0]} x {own[1]}",
+                        f"tiles of {own[0]}x{own[1]}, not the {bq}x{bk} set", "flash_blocks_ignored")
+        return fail(f"the code held {what}: {scores}", f"{shape} scores alive{line} > {bq}x{bk}", "flash_not_tiled")
     if causal:
         need, tiles, total = min_scores(data["t_q"], data["t_k"], bq, bk)
         # Both counts over the minimum: a padded last tile computes extra scores in the right number of
         # products, a finer loop (rows, sub-tiles) more products over the right scores; neither is waste.
         if data["computed"] > need and data["products"] > tiles:
-            return Comparison(
-                False, "values",
-                f"with causal=True (T_q={data['t_q']}, T_k={data['t_k']}, tiles {bq}x{bk}) the code computed "
-                f"{data['computed']} scores in {data['products']} q.k products; skipping the tiles entirely above the "
-                f"diagonal leaves {need} ({tiles} of {total} tiles)",
-                f"{data['computed']} scores computed, {need} needed",
-                diagnosis=diagnoses["flash_causal_tiles_not_skipped"])
+            return fail(f"with causal=True (T_q={data['t_q']}, T_k={data['t_k']}, tiles {bq}x{bk}) the code computed "
+                        f"{data['computed']} scores in {data['products']} q.k products; skipping the tiles entirely "
+                        f"above the diagonal leaves {need} ({tiles} of {total} tiles)",
+                        f"{data['computed']} scores computed, {need} needed", "flash_causal_tiles_not_skipped")
     return Comparison(True, "", "")

@@ -139,8 +139,8 @@ def _tiling_judge(case: Case):
 
         blocks = case.ctx.get("blocks")
         if blocks is None:  # the file's own sizes were never read back (the run failed before)
-            return Comparison(False, "values", "could not measure the tiling: the file's BLOCK_Q/BLOCK_K are unknown",
-                              diagnosis=FD["flash_tiling_unmeasured"])
+            return Comparison(False, "measurement", "could not measure the tiling: the file's BLOCK_Q/BLOCK_K are "
+                              "unknown", short="could not measure", diagnosis=FD["flash_tiling_unmeasured"])
         return tiling.judge(got, causal=bool(case.extra["causal"]), blocks=tuple(blocks), own=case.ctx.get("own"),
                             grader_set=bool(case.module_attrs), diagnoses=FD)
 
