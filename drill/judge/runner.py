@@ -478,10 +478,37 @@ def _children_of_self() -> set[int]:
 
 def _orphans() -> list[int]:
     """Direct children of this process that no Child/ChildPool started: descendants of a graded run that
-    were re-parented here (this process is a child subreaper) — a helper started with env={} included."""
+    were re-parented here (this process is a child subreaper) — a helper started with env={} included.
+
+    An orphan that has already exited (a zombie: an earlier run's descendant re-parented here after that
+    run's own sweep) is reaped, not counted: it is not running, and it belongs to no run now in progress.
+    """
     with _OWN_LOCK:
         own = set(_OWN_PIDS)
-    return sorted(p for p in _children_of_self() if p not in own and _is_python_or_unknown(p))
+    found = []
+    for p in sorted(_children_of_self()):
+        if p in own or not _is_python_or_unknown(p):
+            continue
+        if _reap_zombie(p):
+            continue
+        found.append(p)
+    return found
+
+
+def _reap_zombie(pid: int) -> bool:
+    """Reap `pid` if it is a child of ours that has exited; True when it was one."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            state = fh.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    if state != b"Z":
+        return False
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+    return True
 
 
 def _is_python_or_unknown(pid: int) -> bool:
