@@ -16,12 +16,13 @@ import os
 import sys
 import zlib
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from drill import __version__
 from drill.errors import UserError
+from drill.quiz import kinds
 from drill.quiz.build import Collector, Problem, build_file
 from drill.quiz.schema import Bank, Question
 from drill.quiz.yamlread import YamlSyntaxError, freeze, read_yaml, thaw
@@ -43,14 +44,19 @@ class BankError(UserError):
 class ScanResult:
     bank: Bank
     problems: list[Problem]
+    figures: dict[str, Any] = field(default_factory=dict)  # the audits' figures (see validate.audit_problems)
 
     def summary(self) -> str:
         counts = Counter(q.kind for q in self.bank.questions)
-        kinds = ", ".join(f"{kind} {counts[kind]}" for kind in ("recall", "choice", "numeric", "parametric") if counts[kind])
+        mix = ", ".join(f"{kind} {counts[kind]}" for kind in kinds.names() if counts[kind])
         files = len(self.bank.files)
         status = "ok" if not self.problems else f"{len(self.problems)} problem{'s' * (len(self.problems) != 1)}"
         count = len(self.bank.questions)
-        return f"{count} question{'s' * (count != 1)} in {files} file{'s' * (files != 1)}: {status}" + (f"; {kinds}" if kinds else "")
+        line = f"{count} question{'s' * (count != 1)} in {files} file{'s' * (files != 1)}: {status}" + (f"; {mix}" if mix else "")
+        longest = self.figures.get("longest_right")
+        if longest and longest[1]:
+            line += f"; right option longest in {longest[0]} of {longest[1]} choice questions ({longest[0] / longest[1]:.0%})"
+        return line
 
 
 def display(path: Path) -> str:
@@ -80,8 +86,9 @@ def _parse_file(file: Path) -> tuple[Any, list[Problem]]:
         return None, [Problem(display(file), exc.line, exc.message)]
 
 
-def _build(parsed: list[tuple[Path, Any]], *, deep: bool) -> ScanResult:
-    """Structural checks per file, duplicate ids across files, then (if deep) the run-time checks."""
+def _build(parsed: list[tuple[Path, Any]], *, deep: bool, audit: bool = False) -> ScanResult:
+    """Structural checks per file, duplicate ids across files, then (if deep) the run-time
+    checks, and (if audit, on a bank without problems) the grading-quality audits."""
     problems: list[Problem] = []
     questions: list[Question] = []
     first_seen: dict[str, Question] = {}
@@ -96,20 +103,28 @@ def _build(parsed: list[tuple[Path, Any]], *, deep: bool) -> ScanResult:
                 continue
             first_seen[question.id] = question
             questions.append(question)
+    stems = {file.stem for file, _ in parsed}
+    for question in questions:  # a question's own topic must be one of the bank's, or filters and stats split
+        if len(stems) > 1 and question.topic not in stems:
+            problems.append(Problem(question.file, question.line_of("topic"), f"question '{question.id}': topic '{question.topic}' is not a topic of this bank (its files: {', '.join(sorted(stems))})"))
+    figures: dict[str, Any] = {}
     if deep:
-        from drill.quiz.validate import deep_problems
+        from drill.quiz.validate import audit_problems, deep_problems
 
         for question in questions:
             problems.extend(deep_problems(question))
-    return ScanResult(Bank(tuple(questions), tuple(display(f) for f, _ in parsed)), problems)
+        if audit and not problems:  # grading quality is judged on a bank that works
+            found, figures = audit_problems(questions)
+            problems.extend(found)
+    return ScanResult(Bank(tuple(questions), tuple(display(f) for f, _ in parsed)), problems, figures)
 
 
-def scan(path: Path) -> ScanResult:
-    """Parse and check a bank completely, collecting every problem (no cache)."""
-    return _scan(path)[0]
+def scan(path: Path, *, audit: bool = True) -> ScanResult:
+    """Parse and check a bank completely, collecting every problem (no cache); `drill validate`."""
+    return _scan(path, audit=audit)[0]
 
 
-def _scan(path: Path) -> tuple[ScanResult, list[tuple[Path, Any]]]:
+def _scan(path: Path, *, audit: bool = False) -> tuple[ScanResult, list[tuple[Path, Any]]]:
     parsed: list[tuple[Path, Any]] = []
     syntax: list[Problem] = []
     for file in bank_files(path):
@@ -117,10 +132,10 @@ def _scan(path: Path) -> tuple[ScanResult, list[tuple[Path, Any]]]:
         syntax.extend(problems)
         if not problems:
             parsed.append((file, data))
-    result = _build(parsed, deep=True)
+    result = _build(parsed, deep=True, audit=audit and not syntax)
     files = tuple(display(f) for f in bank_files(path))
     problems = sorted(syntax + result.problems, key=_order(files))
-    return ScanResult(Bank(result.bank.questions, files), problems), parsed
+    return ScanResult(Bank(result.bank.questions, files), problems, result.figures), parsed
 
 
 def _order(files: tuple[str, ...]):  # type: ignore[no-untyped-def]
