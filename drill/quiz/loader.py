@@ -27,7 +27,7 @@ from drill.quiz.build import Collector, Problem, build_file
 from drill.quiz.schema import Bank, Question
 from drill.quiz.yamlread import YamlSyntaxError, freeze, read_yaml, thaw
 
-CACHE_FORMAT = 3
+CACHE_FORMAT = 4  # 4: dates are text, kinds are plug-ins
 
 
 class BankError(UserError):
@@ -67,16 +67,28 @@ def display(path: Path) -> str:
         return str(path)
 
 
+MAX_BANK_FILES = 500
+
+
 def bank_files(path: Path) -> list[Path]:
-    """The YAML files of a bank folder (sorted), or the one file given."""
-    if not path.exists():
-        raise UserError("no such file or folder; give a bank folder or a .yaml file", str(path))
-    if path.is_dir():
-        files = sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
-        if not files:
-            raise UserError("no question files (*.yaml) in this folder", str(path))
-        return files
-    return [path]
+    """The YAML entries of a bank folder (sorted), or the one path given.
+
+    Entries that are not regular files (a FIFO, a device, a folder named
+    x.yaml, a dangling link) are kept, so that reading them reports them."""
+    try:
+        if not path.exists():
+            raise UserError("no such file or folder; give a bank folder or a .yaml file", str(path))
+        if path.is_dir():
+            files = sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml"))
+        else:
+            return [path]
+    except OSError as exc:
+        raise UserError(f"cannot read this bank ({exc.strerror or exc})", str(path)) from None
+    if not files:
+        raise UserError("no question files (*.yaml) in this folder", str(path))
+    if len(files) > MAX_BANK_FILES:
+        raise UserError(f"{len(files)} question files in this folder (at most {MAX_BANK_FILES}); is it the right folder?", str(path))
+    return files
 
 
 def _parse_file(file: Path) -> tuple[Any, list[Problem]]:
@@ -152,7 +164,7 @@ def load_bank(path: Path | None = None, *, cache_dir: Path | None = None) -> Ban
     files = bank_files(path)
     cache_file = _cache_path(path, cache_dir)
     key = _cache_key(files)
-    cached = _read_cache(cache_file, key) if cache_file is not None else None
+    cached = _read_cache(cache_file, key) if cache_file is not None and key is not None else None
     if cached is not None:
         try:
             result = _build([(f, thaw(d)) for f, d in zip(files, cached)], deep=False)
@@ -163,7 +175,7 @@ def load_bank(path: Path | None = None, *, cache_dir: Path | None = None) -> Ban
     result, parsed = _scan(path)
     if result.problems:
         raise BankError(result.problems, path)
-    if cache_file is not None:
+    if cache_file is not None and key is not None:
         _write_cache(cache_file, key, files, [data for _, data in parsed])
     return result.bank
 
@@ -185,11 +197,15 @@ def _cache_path(path: Path, cache_dir: Path | None) -> Path | None:
     return cache_dir / f"bank-{digest}.marshal"
 
 
-def _cache_key(files: list[Path]) -> tuple[Any, ...]:
+def _cache_key(files: list[Path]) -> tuple[Any, ...] | None:
+    """What a cached parse must match; None (no cache) when a file cannot be stat'ed."""
     stats = []
-    for file in files:
-        st = file.stat()
-        stats.append((str(file.resolve()), st.st_size, st.st_mtime_ns, st.st_ino))
+    try:
+        for file in files:
+            st = file.stat()
+            stats.append((str(file.resolve()), st.st_size, st.st_mtime_ns, st.st_ino))
+    except OSError:
+        return None
     return (CACHE_FORMAT, __version__, sys.version, tuple(stats))
 
 
