@@ -148,13 +148,21 @@ def _read_bounded(path: Path) -> bytes:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
         raise YamlSyntaxError(0, f"cannot read the file: {exc.strerror}") from None
-    with os.fdopen(fd, "rb") as handle:
+    try:
         mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            what = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a device" if (
-                stat.S_ISCHR(mode) or stat.S_ISBLK(mode)) else "a socket" if stat.S_ISSOCK(mode) else "not a file"
-            raise YamlSyntaxError(0, f"not a regular file ({what}); a bank is made of .yaml files")
-        data = handle.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        os.close(fd)
+        raise YamlSyntaxError(0, f"cannot read the file: {exc.strerror}") from None
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        what = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a device" if (
+            stat.S_ISCHR(mode) or stat.S_ISBLK(mode)) else "a socket" if stat.S_ISSOCK(mode) else "not a file"
+        raise YamlSyntaxError(0, f"not a regular file ({what}); a bank is made of .yaml files")
+    with os.fdopen(fd, "rb") as handle:
+        try:
+            data = handle.read(MAX_FILE_BYTES + 1)
+        except OSError as exc:
+            raise YamlSyntaxError(0, f"cannot read the file: {exc.strerror}") from None
     if len(data) > MAX_FILE_BYTES:
         raise YamlSyntaxError(0, f"the file is larger than {MAX_FILE_BYTES // 1024} KiB; split it into topic files")
     return data
