@@ -361,6 +361,11 @@ class Store:
             db.execute("INSERT INTO fsrs_parameters (fitted_at, reviews, parameters) VALUES (?, ?, ?)",
                        (now_iso(), reviews, json.dumps([float(p) for p in parameters])))
 
+    def clear_parameters(self) -> int:
+        """Back to FSRS's defaults (drill optimize --reset); returns how many fits were dropped."""
+        with self.transaction() as db:
+            return int(db.execute("DELETE FROM fsrs_parameters").rowcount)
+
     def parameters(self) -> tuple[list[float], str, int] | None:
         """The FSRS parameters in use (the last fitted), when, and on how many reviews; None = defaults."""
         rows = self._read("SELECT id, fitted_at, reviews, parameters FROM fsrs_parameters ORDER BY id DESC LIMIT 1",

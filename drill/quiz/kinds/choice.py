@@ -132,10 +132,10 @@ def bank_audit(questions: Sequence[ChoiceQuestion], add: Callable[[Any, int, str
 
 
 def card(question: ChoiceQuestion) -> tuple[str, str]:
-    front = question.prompt + "\n\n" + "\n".join(f"{letter(i)}) {o.text}" for i, o in enumerate(question.options))
+    front = reflow(question.prompt) + "\n\n" + "\n".join(f"{letter(i)}) {o.text}" for i, o in enumerate(question.options))
     right = [f"{letter(i)}) {o.text}" + (f" — {o.feedback}" if o.feedback else "")
              for i, o in enumerate(question.options) if o.correct]
-    return front, "\n".join(right) + f"\n\n{question.explanation}"
+    return front, "\n".join(right) + f"\n\n{reflow(question.explanation)}"
 
 
 KIND = Kind(

@@ -167,7 +167,7 @@ def card(question: NumericQuestion) -> tuple[str, str]:
     back = format_with_unit(question.answer, question.unit)
     if question.tolerance.describe() != "exact":
         back += f" ({question.tolerance.describe()})"
-    return question.prompt, f"{back}\n\n{question.explanation}"
+    return reflow(question.prompt), f"{back}\n\n{reflow(question.explanation)}"
 
 
 KIND = Kind(

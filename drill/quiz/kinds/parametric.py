@@ -181,8 +181,8 @@ def card(question: ParametricQuestion) -> tuple[str, str]:
     """One fixed draw (seeded by the id, so a re-export gives the same card), with the formula."""
     env = parametric.draw(question, random.Random(question.id))
     expected = parametric.answer(question, env)
-    return parametric.render(question, env), (f"{format_with_unit(expected, question.unit)}\n\n"
-                                              f"formula: {question.formula}\n\n{question.explanation}")
+    return reflow(parametric.render(question, env)), (f"{format_with_unit(expected, question.unit)}\n\n"
+                                                      f"formula: {question.formula}\n\n{reflow(question.explanation)}")
 
 
 # -- checking -----------------------------------------------------------------

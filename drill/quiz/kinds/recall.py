@@ -147,7 +147,7 @@ def _compiles(pattern: str) -> bool:
 
 def card(question: RecallQuestion) -> tuple[str, str]:
     points = "\n".join(f"- {p.text}" for p in question.key_points)
-    return question.prompt, f"{question.answer}\n\nKey points:\n{points}\n\n{question.explanation}"
+    return reflow(question.prompt), f"{reflow(question.answer)}\n\nKey points:\n{points}\n\n{reflow(question.explanation)}"
 
 
 KIND = Kind(

@@ -180,9 +180,9 @@ def card(question: SpotBugQuestion) -> tuple[str, str]:
     width = len(str(len(question.lines)))
     code = "\n".join(f"{n:>{width}} | {line}" for n, line in enumerate(question.lines, 1))
     fixed = "\n".join(question.fixed_lines())
-    return (f"{question.prompt}\n\n{code}",
+    return (f"{reflow(question.prompt)}\n\n{code}",
             f"line {question.bug_line}: {question.lines[question.bug_line - 1].strip()}\nfix: {fixed.strip()}\n\n"
-            f"{question.explanation}")
+            f"{reflow(question.explanation)}")
 
 
 KIND = Kind(
