@@ -26,7 +26,7 @@ from drill.quiz.text import reflow
 
 MIN_LINES = 3
 MAX_LINES = 40
-MAX_LINE_CHARS = 100
+MAX_LINE_CHARS = 72  # with its line number, a line fits an 80-column terminal
 _LINE_ANSWER = re.compile(r"^\s*(?:line\s*|l\s*)?#?(\d{1,3})\s*[.)]?\s*$", re.IGNORECASE)
 
 
@@ -93,6 +93,11 @@ def build(fields: Fields, common: dict[str, Any]) -> Question:
     fix = fields.text("fix")
     if bug_line is not None and fix and lines and " ".join(fix.split()) == " ".join(lines[bug_line - 1].split()):
         fields.out.add(fields.line("fix"), f"{fields.what}: 'fix' is the same as line {bug_line}; write the corrected line")
+    if bug_line is not None and fix and lines:
+        long = [line for line in SpotBugQuestion(code=code, bug_line=bug_line, fix=fix, **common).fixed_lines()
+                if len(line) > MAX_LINE_CHARS]
+        if long:
+            fields.out.add(fields.line("fix"), f"{fields.what}: 'fix' makes a line longer than {MAX_LINE_CHARS} characters; wrap it")
     decoys = []
     for item in fields.items("decoys"):
         sub = fields.sub(item, "decoy", fields.line("decoys"))
