@@ -589,14 +589,17 @@ _MOCK_CHECKS = {"started_at": is_iso_time, "ended_at": is_iso_time_or_none, "sta
 
 
 @lru_cache(maxsize=8)
-def _promised(migrations: tuple[str, ...]) -> tuple[dict[str, frozenset[str]], frozenset[str]]:
-    """(table -> columns, index names) after running `migrations` on an empty database."""
+def _promised(migrations: tuple[str, ...]) -> tuple[tuple[dict[str, frozenset[str]], frozenset[str]], ...]:
+    """For each version 0..len(migrations): (table -> columns, index names) after running
+    that many migrations on an empty database — one in-memory database for all of them."""
     db = sqlite3.connect(":memory:")
     try:
+        schemas = [_schema_of(db)]
         for script in migrations:
             for statement in _split_sql(script):
                 db.execute(statement)
-        return _schema_of(db)
+            schemas.append(_schema_of(db))
+        return tuple(schemas)
     finally:
         db.close()
 
@@ -626,8 +629,9 @@ def _check_schema(db: sqlite3.Connection, version: Any, path: Path) -> None:
     if version > SCHEMA_VERSION:
         raise _too_new(version, path)
     tables, indexes = _schema_of(db)
-    want_tables, want_indexes = _promised(tuple(MIGRATIONS[:version]))
-    later_tables, later_indexes = _promised(tuple(MIGRATIONS))
+    promised = _promised(tuple(MIGRATIONS))
+    want_tables, want_indexes = promised[version]
+    later_tables, later_indexes = promised[-1]
     wrong = [f"table '{t}' is missing" for t in sorted(want_tables) if t not in tables]
     wrong += [f"table '{t}' has columns {sorted(tables[t])}, not {sorted(cols)}"
               for t, cols in sorted(want_tables.items()) if t in tables and tables[t] != cols]

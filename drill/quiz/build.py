@@ -42,22 +42,24 @@ def build_file(data: Any, stem: str, out: Collector) -> list[Question]:
     if topic and topic != stem:
         out.add(top.line("topic"), f"topic '{topic}' must equal the file name '{stem}' (rename one of them)")
     questions = []
+    every = all_fields()
     for index, item in enumerate(top.items("questions", lo=1)):
         if not isinstance(item, LineDict):
             out.add(top.line("questions"), f"question #{index + 1} must be a mapping of fields, not {type_name(item)}")
             continue
-        question = build_question(item, stem, out)
+        question = build_question(item, stem, out, every)
         if question is not None:
             questions.append(question)
     return questions
 
 
-def build_question(data: LineDict, topic: str, out: Collector) -> Question | None:
+def build_question(data: LineDict, topic: str, out: Collector, every: frozenset[str] | None = None) -> Question | None:
+    """One question of `topic`'s file; None (problems in `out`) if it has any. `every`: all_fields()."""
     raw_id = data.get("id")
     label = f"question '{raw_id}'" if isinstance(raw_id, str) else "question"
     fields = Fields(data, out, label)
     before = len(out.problems)
-    every = all_fields()
+    every = every if every is not None else all_fields()
     name = data.get("kind")
     kind = kinds.REGISTRY.get(name) if isinstance(name, str) else None
     if kind is None:

@@ -2,15 +2,19 @@
 
 `scan` parses and checks everything and returns all problems; `load_bank`
 is what the quiz uses: it refuses a bank with any problem (nothing is
-partially loaded) and keeps a parsed copy in the data folder so the next
-start skips YAML parsing and the slow checks. That cache is keyed by every
-file's name, size, mtime and inode plus the drill/Python versions; a stale,
-unreadable or foreign cache is ignored and rebuilt, and it only ever holds a
-bank that passed every check.
+partially loaded) and keeps the built questions in the data folder so the
+next start skips YAML parsing, building and the slow checks. That cache is
+keyed by every file's name, size, mtime and inode plus the drill/Python
+versions and the registered kinds; a stale, unreadable or foreign cache is
+ignored and rebuilt, and it only ever holds a bank that passed every check.
+It is marshal data (no code runs when it is read): plain values, with each
+question and its parts as a dict naming its type, rebuilt only from the
+kinds' own registered types.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import marshal
 import os
 import sys
@@ -24,10 +28,11 @@ from drill import __version__
 from drill.errors import UserError
 from drill.quiz import kinds
 from drill.quiz.build import Collector, Problem, build_file
-from drill.quiz.schema import Bank, Question
-from drill.quiz.yamlread import YamlSyntaxError, freeze, read_yaml, thaw
+from drill.quiz.numbers import Tolerance
+from drill.quiz.schema import Bank, CommonWrong, Question
+from drill.quiz.yamlread import YamlSyntaxError, read_yaml
 
-CACHE_FORMAT = 4  # 4: dates are text, kinds are plug-ins
+CACHE_FORMAT = 5  # 5: built questions, not the parse
 
 
 class BankError(UserError):
@@ -164,19 +169,14 @@ def load_bank(path: Path | None = None, *, cache_dir: Path | None = None) -> Ban
     files = bank_files(path)
     cache_file = _cache_path(path, cache_dir)
     key = _cache_key(files)
-    cached = _read_cache(cache_file, key) if cache_file is not None and key is not None else None
+    cached = _read_cache(cache_file, key, files) if cache_file is not None and key is not None else None
     if cached is not None:
-        try:
-            result = _build([(f, thaw(d)) for f, d in zip(files, cached)], deep=False)
-            if not result.problems:
-                return result.bank
-        except Exception:  # noqa: BLE001 - a cache is only ever a speed-up
-            pass
-    result, parsed = _scan(path)
+        return cached
+    result, _parsed = _scan(path)
     if result.problems:
         raise BankError(result.problems, path)
     if cache_file is not None and key is not None:
-        _write_cache(cache_file, key, files, [data for _, data in parsed])
+        _write_cache(cache_file, key, files, result.bank)
     return result.bank
 
 
@@ -198,7 +198,7 @@ def _cache_path(path: Path, cache_dir: Path | None) -> Path | None:
 
 
 def _cache_key(files: list[Path]) -> tuple[Any, ...] | None:
-    """What a cached parse must match; None (no cache) when a file cannot be stat'ed."""
+    """What a cached bank must match; None (no cache) when a file cannot be stat'ed."""
     stats = []
     try:
         for file in files:
@@ -206,34 +206,84 @@ def _cache_key(files: list[Path]) -> tuple[Any, ...] | None:
             stats.append((str(file.resolve()), st.st_size, st.st_mtime_ns, st.st_ino))
     except OSError:
         return None
-    return (CACHE_FORMAT, __version__, sys.version, tuple(stats))
+    return (CACHE_FORMAT, __version__, sys.version, tuple(kinds.names()), tuple(stats))
 
 
-def _read_cache(cache_file: Path, key: tuple[Any, ...]) -> list[Any] | None:
+def _types() -> dict[str, type]:
+    """The only types a cached bank may be rebuilt into: each kind's question and parts."""
+    found: dict[str, type] = {"CommonWrong": CommonWrong, "Tolerance": Tolerance}
+    for kind in kinds.REGISTRY.values():
+        for cls in (kind.question, *kind.exports):
+            found[cls.__name__] = cls
+    return found
+
+
+def _encode(value: Any, types: dict[str, type], files: dict[str, int]) -> Any:
+    """A built question as marshal data: a dataclass is a dict with its type under "", a
+    tuple holding dataclasses a list (plain tuples stay tuples); a question's `file` is the
+    index of its file (display names depend on the working folder: recomputed at load)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        name = type(value).__name__
+        if types.get(name) is not type(value):
+            raise TypeError(f"{name} is not a registered type")
+        data = {f.name: _encode(getattr(value, f.name), types, files) for f in dataclasses.fields(value)}
+        if isinstance(value, Question):
+            data["file"] = files[value.file]
+        data[""] = name
+        return data
+    if isinstance(value, tuple):
+        items = [_encode(item, types, files) for item in value]
+        return items if any(isinstance(item, (dict, list)) for item in items) else tuple(items)
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    raise TypeError(f"cannot cache a {type(value).__name__}")
+
+
+def _decode(data: dict[str, Any], types: dict[str, type], shown: list[str]) -> Any:
+    """The dataclass `_encode` made `data` from (a KeyError/TypeError for anything else)."""
+    fields = {}
+    for name, value in data.items():
+        kind = type(value)
+        if kind is dict:
+            value = _decode(value, types, shown)
+        elif kind is list:
+            value = tuple(_decode(item, types, shown) if type(item) is dict else item for item in value)
+        fields[name] = value
+    cls = types[fields.pop("")]
+    if issubclass(cls, Question):
+        fields["file"] = shown[fields["file"]]
+    return cls(**fields)
+
+
+def _read_cache(cache_file: Path, key: tuple[Any, ...], files: list[Path]) -> Bank | None:
     try:
         blob = marshal.loads(cache_file.read_bytes())
         if not isinstance(blob, dict) or blob.get("key") != key:
             return None
-        data = blob["files"]
-        if not isinstance(data, list) or len(data) != len(key[3]):
+        shown = [display(f) for f in files]
+        types = _types()
+        questions = tuple(_decode(q, types, shown) for q in blob["questions"])
+        if not all(isinstance(q, Question) for q in questions):
             return None
-        return data
-    except Exception:  # noqa: BLE001 - missing, truncated, corrupt: rebuild silently
+        return Bank(questions, tuple(shown))
+    except Exception:  # noqa: BLE001 - missing, truncated, corrupt, foreign: rebuild silently
         return None
 
 
-def _write_cache(cache_file: Path, key: tuple[Any, ...], files: list[Path], parsed: list[Any]) -> None:
-    """Store the frozen parse of a bank that just passed every check (best effort, atomic)."""
+def _write_cache(cache_file: Path, key: tuple[Any, ...], files: list[Path], bank: Bank) -> None:
+    """Store the built questions of a bank that just passed every check (best effort, atomic)."""
     tmp = cache_file.with_name(f"{cache_file.name}.{os.getpid()}.tmp")
     try:
-        frozen = [freeze(data) for data in parsed]
+        index = {display(f): i for i, f in enumerate(files)}
+        types = _types()
+        questions = [_encode(q, types, index) for q in bank.questions]
         if _cache_key(files) != key:  # a file changed while we were checking it
             return
-        blob = marshal.dumps({"key": key, "files": frozen})
+        blob = marshal.dumps({"key": key, "questions": questions})
         cache_file.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_bytes(blob)
         os.replace(tmp, cache_file)
-    except Exception:  # noqa: BLE001 - read-only data folder, odd YAML types: just no cache
+    except Exception:  # noqa: BLE001 - read-only data folder, an unregistered type: just no cache
         try:
             tmp.unlink()
         except OSError:

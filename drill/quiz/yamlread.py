@@ -17,7 +17,7 @@ a string), and every other tag is refused. Whatever goes wrong is a
 YamlSyntaxError with the line, never a traceback.
 
 PyYAML itself is imported on the first parse, not with this module: a quiz
-that starts from the parse cache (every start but the first) never needs it.
+that starts from the bank cache (every start but the first) never needs it.
 """
 
 from __future__ import annotations
@@ -239,30 +239,3 @@ def read_yaml(path: Path) -> Any:
         raise YamlSyntaxError(0, f"YAML error: {exc}") from None
     except (ValueError, TypeError, KeyError, RecursionError, MemoryError) as exc:  # a constructor we did not foresee
         raise YamlSyntaxError(0, f"cannot read this YAML ({type(exc).__name__}); keep to plain text, numbers, lists and mappings") from None
-
-
-# --- a marshal-friendly form for the parsed-bank cache ------------------------
-# A LineDict becomes a tuple (line, [(key, key_line, value), ...]); the loader
-# never produces tuples otherwise, so the round trip is unambiguous.
-
-
-def freeze(value: Any) -> Any:
-    if isinstance(value, LineDict):
-        return (value.line, [(k, value.key_lines.get(k, value.line), freeze(v)) for k, v in value.items()])
-    if isinstance(value, list):
-        return [freeze(v) for v in value]
-    return value
-
-
-def thaw(value: Any) -> Any:
-    if isinstance(value, tuple):
-        line, items = value
-        data = LineDict()
-        data.line = int(line)
-        for key, key_line, item in items:
-            data[key] = thaw(item)
-            data.key_lines[key] = int(key_line)
-        return data
-    if isinstance(value, list):
-        return [thaw(v) for v in value]
-    return value

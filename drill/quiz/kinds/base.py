@@ -84,7 +84,9 @@ class Kind:
     - `budget_s`: seconds an interviewer gives one in a mock before moving on.
     - `self_rated`: the learner rates their own answer (no auto-check), as in recall.
     - `card(question)`: (front, back) plain text for an exported flash card (drill export anki).
-    - `exports`: other types of the module that `drill.quiz.schema` still re-exports.
+    - `exports`: the other dataclasses its questions hold (key points, options, ...): the
+      bank cache rebuilds questions from these types only, and `drill.quiz.schema`
+      re-exports them.
     """
 
     name: str

@@ -12,7 +12,6 @@ applied) must parse as Python; it is never run.
 from __future__ import annotations
 
 import re
-import textwrap
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +27,15 @@ MIN_LINES = 3
 MAX_LINES = 40
 MAX_LINE_CHARS = 72  # with its line number, a line fits an 80-column terminal
 _LINE_ANSWER = re.compile(r"^\s*(?:line\s*|l\s*)?#?(\d{1,3})\s*[.)]?\s*$", re.IGNORECASE)
+
+
+def dedent(text: str) -> str:
+    """`text` without the leading whitespace all its non-blank lines share (textwrap.dedent,
+    without importing textwrap on the quiz's start-up path)."""
+    lines = text.split("\n")
+    widths = [len(line) - len(line.lstrip()) for line in lines if line.strip()]
+    cut = min(widths, default=0)
+    return "\n".join(line[cut:] if line.strip() else "" for line in lines)
 
 
 @dataclass(frozen=True)
@@ -56,7 +64,7 @@ class SpotBugQuestion(Question):
         it gets it (a multi-line fix keeps its own relative indentation)."""
         original = self.lines[self.bug_line - 1]
         indent = original[: len(original) - len(original.lstrip())]
-        return [indent + line if line.strip() else "" for line in textwrap.dedent(self.fix).strip("\n").split("\n")]
+        return [indent + line if line.strip() else "" for line in dedent(self.fix).strip("\n").split("\n")]
 
     def fixed_code(self) -> str:
         lines = self.lines
@@ -76,7 +84,7 @@ def _line_number(value: Any, fields: Fields, key: str, what: str, count: int) ->
 
 def build(fields: Fields, common: dict[str, Any]) -> Question:
     code = fields.text("code")
-    code = textwrap.dedent(code).strip("\n") if code else ""
+    code = dedent(code).strip("\n") if code else ""
     lines = code.split("\n") if code else []
     if code:
         if not MIN_LINES <= len(lines) <= MAX_LINES:
