@@ -5,7 +5,7 @@ is what the quiz uses: it refuses a bank with any problem (nothing is
 partially loaded) and keeps the built questions in the data folder so the
 next start skips YAML parsing, building and the slow checks. That cache is
 keyed by every file's name, size, mtime and inode plus the drill/Python
-versions and the registered kinds; a stale, unreadable or foreign cache is
+versions and the fields of every registered question type; a stale, unreadable or foreign cache is
 ignored and rebuilt, and it only ever holds a bank that passed every check.
 It is marshal data (no code runs when it is read): plain values, with each
 question and its parts as a dict naming its type, rebuilt only from the
@@ -206,7 +206,8 @@ def _cache_key(files: list[Path]) -> tuple[Any, ...] | None:
             stats.append((str(file.resolve()), st.st_size, st.st_mtime_ns, st.st_ino))
     except OSError:
         return None
-    return (CACHE_FORMAT, __version__, sys.version, tuple(kinds.names()), tuple(stats))
+    shapes = tuple((name, tuple(f.name for f in dataclasses.fields(cls))) for name, cls in sorted(_types().items()))
+    return (CACHE_FORMAT, __version__, sys.version, shapes, tuple(stats))
 
 
 def _types() -> dict[str, type]:
