@@ -19,12 +19,11 @@ from datetime import datetime
 from pathlib import Path
 
 from drill.errors import UserError
+from drill.quiz import kinds
 from drill.quiz.schedule import AGAIN, HARD
 from drill.quiz.schema import Question
 from drill.store import Review
 
-# Seconds an interviewer would give each kind of question before moving on.
-KIND_BUDGET_S = {"choice": 90.0, "numeric": 120.0, "parametric": 150.0, "recall": 180.0}
 # The concept round gets at most this share of the mock; the rest is for coding.
 CONCEPT_SHARE = 0.4
 MIN_BUDGET_S = 20.0
@@ -68,7 +67,7 @@ def pick_questions(
     """`count` questions drawn one at a time by weakness weight, without replacement.
 
     Each draw is among the kinds drawn least so far, so the round mixes
-    recall, choice, numeric and parametric questions, while the topic
+    the registered kinds of question, while the topic
     weighting decides which question (and so which of those kinds) comes up.
     """
     if count <= 0 or not pool:
@@ -90,8 +89,8 @@ def pick_questions(
 
 
 def budgets(questions: list[Question], minutes: float) -> list[float]:
-    """Soft seconds per question: the kind's usual time, squeezed into the concept share."""
-    natural = [KIND_BUDGET_S.get(q.kind, 120.0) for q in questions]
+    """Soft seconds per question: the kind's usual time (its `budget_s`), squeezed into the concept share."""
+    natural = [kinds.get(q.kind).budget_s for q in questions]
     total = sum(natural)
     cap = minutes * 60.0 * CONCEPT_SHARE
     scale = min(1.0, cap / total) if total else 1.0

@@ -27,6 +27,7 @@ from rich.text import Text
 from drill.mock.clock import duration, mmss
 from drill.mock.plan import rank_weak_topics
 from drill.mock.rounds import MIN_SEEN_S, CodingRound, ConceptRound, coding_credit
+from drill.quiz import kinds
 from drill.quiz.schedule import RATING_NAMES
 
 # 2: weak_topics is this mock's alone, history_weak_topics the reviews before it,
@@ -162,7 +163,8 @@ def render_report(console: Console, report: dict[str, Any]) -> None:
                              ratio=1 if wraps else None, min_width=12 if wraps else None)
         for i, q in enumerate(questions, 1):
             result = OUTCOME_MARK.get(q["outcome"], q["outcome"])
-            if q["rating"] is not None and q["kind"] == "recall":
+            kind = kinds.REGISTRY.get(q["kind"])  # a report may name a kind this drill no longer has
+            if q["rating"] is not None and kind is not None and kind.self_rated:
                 result += f" ({RATING_NAMES[q['rating']]})"
             spent = "—" if q["seconds"] is None else duration(q["seconds"])
             over = q["seconds"] is not None and q["seconds"] > q["budget_s"]

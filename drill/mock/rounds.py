@@ -25,6 +25,7 @@ from drill.mock.clock import Clock, Countdown, mmss
 from drill.mock.plan import CodingFile, write_starter
 from drill.mock.reader import DeadlineReader, EndOfInput, TimeUp
 from drill.quiz.schedule import AGAIN, GOOD, HARD, Scheduler
+from drill.quiz import kinds
 from drill.quiz.schema import Question
 from drill.quiz.session import HINT_WORDS, QUIT_WORDS, Session
 from drill.store import Attempt, Store
@@ -208,7 +209,7 @@ class ConceptRound:
         have been right, and only the learner could say.
         """
         shown = self._on_screen(began)
-        answered_recall = question.kind == "recall" and bool(typed)
+        answered_recall = kinds.get(question.kind).self_rated and bool(typed)
         if shown < MIN_SEEN_S or answered_recall:
             return
         result.outcome, result.rating = "timeout", AGAIN

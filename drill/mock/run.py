@@ -34,7 +34,7 @@ from drill.mock.report import build_report, render_history, render_report, score
 from drill.mock.rounds import MIN_SEEN_S, Abandoned, CodingRound, ConceptRound, Grader, InputClosed, MockContext
 from drill.paths import exercises_dir
 from drill.quiz.loader import load_bank
-from drill.quiz.schedule import Scheduler
+from drill.quiz.schedule import scheduler_for
 from drill.quiz.select import Filters, filtered
 from drill.quiz.stats import scheduled_reviews
 from drill.store import Store, StoreUnavailable, default_path, now_iso, open_store
@@ -149,7 +149,7 @@ def _sit(options, console, reader, clock, store, grade, interactive, fuzz, rng, 
     countdown = Countdown(clock, minutes * 60.0)
     ctx = MockContext(console, reader, clock, countdown, store, mock_id, rng, interactive, options.seed, live)
     budgets = plan.budgets(questions, minutes)
-    concept = ConceptRound(ctx, questions, budgets, Scheduler(fuzz=fuzz))
+    concept = ConceptRound(ctx, questions, budgets, scheduler_for(store, fuzz=fuzz))
     coding = CodingRound(ctx, exercise, coding_file, exercises_dir() / f"{exercise}.py", grade,
                          number=2 if questions else 1)
     weakness = plan.topic_weakness(reviews)
