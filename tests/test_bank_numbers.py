@@ -1,0 +1,145 @@
+"""Every number the bank teaches is recomputed here from first principles.
+
+A card's own `formula` is checked by `drill validate`, but a formula can be
+wrong in the same way as the answer. Here each figure is derived again in
+plain Python from the model configs and definitions it rests on (Llama-3-8B's
+config, 2 FLOPs per multiply-accumulate, the mixed-precision Adam layout,
+the KV-cache layout, the roofline), written independently of the card, and
+compared with the card's answer within the card's own tolerance.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import pytest
+
+from drill.paths import questions_dir
+from drill.quiz.loader import scan
+from drill.quiz.schema import ChoiceQuestion, NumericQuestion
+
+KIB, MIB, GIB = 2**10, 2**20, 2**30
+
+# Model configs as published (Hugging Face config.json of each checkpoint).
+LLAMA3_8B = dict(vocab=128256, d=4096, layers=32, heads=32, kv_heads=8, head_dim=128, d_ff=14336, tied=False)
+LLAMA3_70B = dict(vocab=128256, d=8192, layers=80, heads=64, kv_heads=8, head_dim=128, d_ff=28672, tied=False)
+LLAMA32_1B = dict(vocab=128256, d=2048, layers=16, heads=32, kv_heads=8, head_dim=64, d_ff=8192, tied=True)
+LLAMA2_7B = dict(vocab=32000, d=4096, layers=32, heads=32, kv_heads=32, head_dim=128, d_ff=11008, tied=False)
+
+# H100 SXM datasheet: dense bf16 tensor throughput and HBM3 bandwidth.
+H100_BF16_FLOPS = 989e12
+H100_HBM_BYTES_PER_S = 3.35e12
+
+
+def layer_params(c: dict) -> int:
+    """One Llama decoder layer: q, k, v, o projections, SwiGLU MLP, two RMSNorm weights; no biases."""
+    attn = c["d"] * c["heads"] * c["head_dim"] * 2 + c["d"] * c["kv_heads"] * c["head_dim"] * 2
+    mlp = 3 * c["d"] * c["d_ff"]
+    return attn + mlp + 2 * c["d"]
+
+
+def model_params(c: dict) -> int:
+    embeddings = c["vocab"] * c["d"] * (1 if c["tied"] else 2)
+    return c["layers"] * layer_params(c) + embeddings + c["d"]  # + final norm
+
+
+def kv_bytes_per_token(c: dict, bytes_per_elem: int = 2) -> int:
+    return 2 * c["layers"] * c["kv_heads"] * c["head_dim"] * bytes_per_elem
+
+
+def test_llama3_8b_has_8_03_billion_parameters() -> None:
+    """The anchor figure of issue 15: counting Llama-3-8B from its config gives 8.03B."""
+    assert model_params(LLAMA3_8B) == 8_030_261_248
+    assert model_params(LLAMA3_70B) == 70_553_706_496
+    assert layer_params(LLAMA3_8B) == 218_112_000
+
+
+def _bpe_merges(words: dict[str, int], n: int) -> list[tuple[tuple[str, str], int]]:
+    """A minimal BPE trainer: merge the most frequent adjacent pair, recount, n times."""
+    corpus = {tuple(w): c for w, c in words.items()}
+    merges = []
+    for _ in range(n):
+        pairs: Counter[tuple[str, str]] = Counter()
+        for symbols, count in corpus.items():
+            for a, b in zip(symbols, symbols[1:]):
+                pairs[(a, b)] += count
+        (a, b), count = pairs.most_common(1)[0]
+        merges.append(((a, b), count))
+        new = {}
+        for symbols, c in corpus.items():
+            out, i = [], 0
+            while i < len(symbols):
+                if i + 1 < len(symbols) and (symbols[i], symbols[i + 1]) == (a, b):
+                    out.append(a + b)
+                    i += 2
+                else:
+                    out.append(symbols[i])
+                    i += 1
+            new[tuple(out)] = c
+        corpus = new
+    return merges
+
+
+def _softmax(xs: list[float]) -> list[float]:
+    m = max(xs)
+    e = [math.exp(x - m) for x in xs]
+    return [v / sum(e) for v in e]
+
+
+def _cross_entropy_smoothed(logits: list[float], target: int, eps: float) -> float:
+    logp = [math.log(p) for p in _softmax(logits)]
+    return (1 - eps) * -logp[target] + eps * sum(-lp for lp in logp) / len(logp)
+
+
+# card id -> the value derived here, in the card's unit
+EXPECTED: dict[str, float] = {
+    # tokenization
+    "tok-gpt2-vocab-size": 256 + 50_000 + 1,
+    "tok-vocab-growth-params": (LLAMA3_8B["vocab"] - LLAMA2_7B["vocab"]) * 4096 * 2 / 1e6,
+    "tok-compression-token-drop": 100 * (1 - (1 / 3.94) / (1 / 3.17)),
+    # existing cards whose figures come from the same configs
+    "block-embedding-share": LLAMA3_8B["vocab"] * LLAMA3_8B["d"] / 1e6,
+    "kv-llama2-7b-per-token": kv_bytes_per_token(LLAMA2_7B) / KIB,
+    "gqa-70b-bytes-per-token": kv_bytes_per_token(LLAMA3_70B) / KIB,
+    "gqa-70b-batch-cache": 16 * 32_768 * kv_bytes_per_token(LLAMA3_70B) / GIB,
+    "mha-crossover-swiglu": 3 * 2 * LLAMA3_8B["d"] * LLAMA3_8B["d_ff"] / (4 * LLAMA3_8B["d"]),
+    "moe-mixtral-active-expert-params": 32 * 2 * 3 * 4096 * 14336 / 1e9,
+    "moe-expected-distinct-experts": 8 * (1 - (6 / 8) ** 8),
+    "attn-score-matrix-memory": 32 * 32_768**2 * 2 / GIB,
+    "flash-lse-state-size": 32 * 32_768 * 4 / MIB,
+    "block-params-per-layer": 4 * 512**2 + 2 * 512 * 2048 + 2 * 2 * 512,
+    "mha-params-with-bias": 4 * 1024**2 + 4 * 1024,
+    "mask-causal-pairs": 2048 * 2049 // 2,
+    "pos-rope-slowest-period": 2 * math.pi * 10_000 ** (126 / 128),
+    "pos-alibi-slope": 2 ** (-8 * 5 / 16),
+    "norm-gpt2-init-std": 0.02 / math.sqrt(2 * 48),
+    "ffn-swiglu-param-count": 3 * 4096 * 11008 / 1e6,
+    "ffn-llama-hidden-dim": 256 * math.ceil((8 * 4096 // 3) / 256),
+    "flash-online-update-value": 2.5 * math.exp(1 - 3) + math.exp(0) + math.exp(1 - 3),
+}
+
+
+@pytest.fixture(scope="module")
+def cards():  # type: ignore[no-untyped-def]
+    result = scan(questions_dir())
+    assert not result.problems, result.problems[:5]
+    return result.bank.by_id()
+
+
+@pytest.mark.parametrize(("card", "value"), sorted(EXPECTED.items()))
+def test_card_answer_matches_first_principles(cards, card: str, value: float) -> None:  # type: ignore[no-untyped-def]
+    q = cards[card]
+    assert isinstance(q, NumericQuestion), card
+    assert q.tolerance.accepts(q.answer, value), f"{card}: card says {q.answer}, derived {value:.10g}"
+
+
+def test_bpe_second_merge_card_matches_a_real_bpe_run(cards) -> None:  # type: ignore[no-untyped-def]
+    merges = _bpe_merges({"tea": 8, "ten": 5, "net": 3, "tent": 4}, 2)
+    assert merges[0] == (("t", "e"), 17)
+    (a, b), count = merges[1]
+    q = cards["tok-bpe-second-merge"]
+    assert isinstance(q, ChoiceQuestion)
+    right = [o.text for o in q.options if o.correct]
+    assert right == [f"({a}, {b})"] and count == 9
+    assert "17 occurrences" in q.prompt
