@@ -18,8 +18,8 @@ from drill.quiz.loader import load_bank
 from drill.quiz.schema import RecallQuestion
 
 TOPICS = {
-    "block", "attention", "mha", "positional", "masking", "normalization", "ffn",
-    "gqa", "flash", "kv_cache", "architectures", "moe", "pitfalls", "tokenization",
+    "block", "attention", "mha", "positional", "masking", "normalization", "ffn", "gqa", "flash", "kv_cache",
+    "architectures", "moe", "pitfalls", "tokenization", "sampling",
 }
 
 # seed drill question (gist) -> card id
