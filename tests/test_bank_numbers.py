@@ -98,6 +98,20 @@ EXPECTED: dict[str, float] = {
     "tok-gpt2-vocab-size": 256 + 50_000 + 1,
     "tok-vocab-growth-params": (LLAMA3_8B["vocab"] - LLAMA2_7B["vocab"]) * 4096 * 2 / 1e6,
     "tok-compression-token-drop": 100 * (1 - (1 / 3.94) / (1 / 3.17)),
+    # sampling
+    "samp-temperature-value": _softmax([2 / 0.5, 1 / 0.5, 0 / 0.5])[0],
+    "samp-top-p-renormalised": 0.5 / sum([0.5, 0.25, 0.15]),  # the crossing token (cum 0.75 -> 0.90) is kept
+    "samp-min-p-count": sum(1 for p in [0.4, 0.25, 0.15, 0.1, 0.06, 0.04] if p >= 0.2 * 0.4),
+    "samp-beam-kv-memory": 4 * 2048 * kv_bytes_per_token(LLAMA2_7B) / GIB,
+    "samp-repetition-penalty-value": 2.0 / 1.2,
+    # loss and perplexity
+    "loss-underflow-value": -(-120 - math.log(math.exp(0) + math.exp(-120))),
+    "loss-initial-value": math.log(LLAMA3_8B["vocab"]),
+    "loss-perplexity-value": math.exp(2.0),
+    "loss-bits-per-byte": 2.2 / math.log(2) / 4.0,
+    "loss-label-smoothing-value": _cross_entropy_smoothed([math.log(p) for p in (0.7, 0.1, 0.1, 0.1)], 0, 0.1),
+    "loss-ce-gradient": _softmax([1, 2, 3])[0] - 1,
+    "loss-grad-accumulation-value": (100 * 2.0 + 300 * 1.0) / (100 + 300),
     # existing cards whose figures come from the same configs
     "block-embedding-share": LLAMA3_8B["vocab"] * LLAMA3_8B["d"] / 1e6,
     "kv-llama2-7b-per-token": kv_bytes_per_token(LLAMA2_7B) / KIB,
