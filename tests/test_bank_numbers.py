@@ -112,6 +112,15 @@ EXPECTED: dict[str, float] = {
     "loss-label-smoothing-value": _cross_entropy_smoothed([math.log(p) for p in (0.7, 0.1, 0.1, 0.1)], 0, 0.1),
     "loss-ce-gradient": _softmax([1, 2, 3])[0] - 1,
     "loss-grad-accumulation-value": (100 * 2.0 + 300 * 1.0) / (100 + 300),
+    # compute and scaling
+    "scale-llama3-8b-params": model_params(LLAMA3_8B) / 1e9,
+    "scale-llama3-8b-training-flops": 6 * 8.03e9 * 15e12,
+    "scale-gpu-hours": 6 * 8.03e9 * 15e12 / (0.4 * H100_BF16_FLOPS) / 3600,
+    "scale-chinchilla-optimal-size": math.sqrt(5.76e23 / (6 * 20)) / 1e9,
+    "scale-chinchilla-loss": 1.69 + 406.4 / 70e9**0.34 + 410.7 / 1.4e12**0.28,
+    "scale-tokens-per-parameter": 15e12 / 8.03e9,
+    "scale-mfu": 100 * 8000 * 6 * 8.03e9 / H100_BF16_FLOPS,
+    "scale-lm-head-flops": 100 * (2 * LLAMA3_8B["vocab"] * LLAMA3_8B["d"]) / (2 * 8.03e9),
     # existing cards whose figures come from the same configs
     "block-embedding-share": LLAMA3_8B["vocab"] * LLAMA3_8B["d"] / 1e6,
     "kv-llama2-7b-per-token": kv_bytes_per_token(LLAMA2_7B) / KIB,
