@@ -121,6 +121,16 @@ EXPECTED: dict[str, float] = {
     "scale-tokens-per-parameter": 15e12 / 8.03e9,
     "scale-mfu": 100 * 8000 * 6 * 8.03e9 / H100_BF16_FLOPS,
     "scale-lm-head-flops": 100 * (2 * LLAMA3_8B["vocab"] * LLAMA3_8B["d"]) / (2 * 8.03e9),
+    # serving
+    "serve-ridge-point": H100_BF16_FLOPS / H100_HBM_BYTES_PER_S,
+    "serve-roofline-ms-per-token": model_params(LLAMA3_8B) * 2 / H100_HBM_BYTES_PER_S * 1000,
+    "serve-decode-step-with-kv": (
+        (model_params(LLAMA3_8B) * 2 + 32 * 8192 * kv_bytes_per_token(LLAMA3_8B)) / H100_HBM_BYTES_PER_S * 1000
+    ),
+    "serve-prefill-time": 2 * model_params(LLAMA3_8B) * 8192 / (0.5 * H100_BF16_FLOPS) * 1000,
+    "serve-paged-waste": math.ceil(1000 / 16) * 16 - 1000,
+    "serve-speculative-accept-prob": min(1.0, 0.3 / 0.5),
+    "serve-kv-quant-capacity": (40 * GIB) // (32_768 * kv_bytes_per_token(LLAMA3_70B, bytes_per_elem=1)),
     # existing cards whose figures come from the same configs
     "block-embedding-share": LLAMA3_8B["vocab"] * LLAMA3_8B["d"] / 1e6,
     "kv-llama2-7b-per-token": kv_bytes_per_token(LLAMA2_7B) / KIB,
@@ -155,6 +165,21 @@ def test_card_answer_matches_first_principles(cards, card: str, value: float) ->
     q = cards[card]
     assert isinstance(q, NumericQuestion), card
     assert q.tolerance.accepts(q.answer, value), f"{card}: card says {q.answer}, derived {value:.10g}"
+
+
+def test_llama3_8b_kv_cache_is_128_kib_per_token() -> None:
+    """The serving cards quote this figure in their prompts."""
+    assert kv_bytes_per_token(LLAMA3_8B) == 128 * KIB
+    assert kv_bytes_per_token(LLAMA3_70B) == 320 * KIB
+
+
+def test_speculative_expected_tokens_formula_matches_a_simulation() -> None:
+    """(1 - a^(g+1)) / (1 - a), the parametric card's formula, against a direct expectation over outcomes."""
+    for alpha in (0.6, 0.7, 0.8, 0.9):
+        for gamma in range(2, 7):
+            # i accepted drafts then a correction (i < gamma), or all gamma accepted plus a bonus token
+            expected = sum((i + 1) * alpha**i * (1 - alpha) for i in range(gamma)) + (gamma + 1) * alpha**gamma
+            assert math.isclose(expected, (1 - alpha ** (gamma + 1)) / (1 - alpha))
 
 
 def test_bpe_second_merge_card_matches_a_real_bpe_run(cards) -> None:  # type: ignore[no-untyped-def]
