@@ -131,6 +131,12 @@ EXPECTED: dict[str, float] = {
     "serve-paged-waste": math.ceil(1000 / 16) * 16 - 1000,
     "serve-speculative-accept-prob": min(1.0, 0.3 / 0.5),
     "serve-kv-quant-capacity": (40 * GIB) // (32_768 * kv_bytes_per_token(LLAMA3_70B, bytes_per_elem=1)),
+    # training memory and parallelism
+    "train-adam-memory-7b": 7e9 * (2 + 2 + 4 + 4 + 4) / 1e9,  # bf16 w, bf16 g, fp32 master, Adam m, Adam v
+    "train-fsdp-per-gpu": 7e9 * 16 / 8 / 1e9,
+    "train-activation-per-layer": (34 * 4096 * 1 * 4096 + 5 * 32 * 4096**2 * 1) / GIB,
+    "train-ring-allreduce": 2 * (8 - 1) / 8 * (7e9 * 2) / 1e9,
+    "train-pipeline-bubble": 100 * (8 - 1) / (32 + 8 - 1),
     # existing cards whose figures come from the same configs
     "block-embedding-share": LLAMA3_8B["vocab"] * LLAMA3_8B["d"] / 1e6,
     "kv-llama2-7b-per-token": kv_bytes_per_token(LLAMA2_7B) / KIB,

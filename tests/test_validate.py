@@ -21,7 +21,7 @@ BROKEN = FIXTURES / "broken"
 GOOD = FIXTURES / "good"
 TOPICS = {
     "block", "attention", "mha", "positional", "masking", "normalization", "ffn", "gqa", "flash", "kv_cache",
-    "architectures", "moe", "pitfalls", "tokenization", "sampling", "loss", "scaling", "serving",
+    "architectures", "moe", "pitfalls", "tokenization", "sampling", "loss", "scaling", "serving", "training",
 }
 runner = CliRunner()
 
