@@ -137,6 +137,12 @@ EXPECTED: dict[str, float] = {
     "train-activation-per-layer": (34 * 4096 * 1 * 4096 + 5 * 32 * 4096**2 * 1) / GIB,
     "train-ring-allreduce": 2 * (8 - 1) / 8 * (7e9 * 2) / 1e9,
     "train-pipeline-bubble": 100 * (8 - 1) / (32 + 8 - 1),
+    # beyond attention
+    "beyond-linear-state-vs-kv": (128 * 128) / (128 + 128),
+    "beyond-hybrid-kv": kv_bytes_per_token({**LLAMA3_8B, "layers": 32 // 8}) / KIB,
+    "beyond-mla-cache-size": (512 + 64) * 60 * 2 / KIB,
+    "beyond-swa-receptive-field": 32 * 4096,
+    "beyond-rolling-buffer-slot": 10_000 % 4096,
     # existing cards whose figures come from the same configs
     "block-embedding-share": LLAMA3_8B["vocab"] * LLAMA3_8B["d"] / 1e6,
     "kv-llama2-7b-per-token": kv_bytes_per_token(LLAMA2_7B) / KIB,
