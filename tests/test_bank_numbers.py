@@ -92,6 +92,35 @@ def _cross_entropy_smoothed(logits: list[float], target: int, eps: float) -> flo
     return (1 - eps) * -logp[target] + eps * sum(-lp for lp in logp) / len(logp)
 
 
+def _rmsnorm_backward(x: list[float], w: list[float], dy: list[float]) -> list[float]:
+    """grad_x of sum(dy * RMSNorm(x)) by central finite differences (eps = 0): independent of the closed form."""
+
+    def loss(v: list[float]) -> float:
+        r = math.sqrt(sum(a * a for a in v) / len(v))
+        return sum(g * wi * a / r for g, wi, a in zip(dy, w, v))
+
+    h = 1e-6
+    return [(loss([a + h * (i == j) for j, a in enumerate(x)]) - loss([a - h * (i == j) for j, a in enumerate(x)])) / (2 * h)
+            for i in range(len(x))]
+
+
+def _alibi_slopes(n: int) -> list[float]:
+    """ALiBi's reference rule: powers of two directly, otherwise the 2m-sequence's even entries fill the gap."""
+    def power_of_two(k: int) -> list[float]:
+        return [2 ** (-8 * (h + 1) / k) for h in range(k)]
+
+    m = 2 ** math.floor(math.log2(n))
+    return power_of_two(m) if m == n else power_of_two(m) + power_of_two(2 * m)[0::2][: n - m]
+
+
+def _aux_loss(n_experts: int, chosen: list[list[int]], probs: list[list[float]]) -> float:
+    """Mixtral-style balance loss: N * sum_e f_e * P_e, f_e = share of tokens whose top-k includes e."""
+    tokens = len(chosen)
+    f = [sum(e in c for c in chosen) / tokens for e in range(n_experts)]
+    p = [sum(row[e] for row in probs) / tokens for e in range(n_experts)]
+    return n_experts * sum(fe * pe for fe, pe in zip(f, p))
+
+
 # card id -> the value derived here, in the card's unit
 EXPECTED: dict[str, float] = {
     # tokenization
@@ -143,6 +172,23 @@ EXPECTED: dict[str, float] = {
     "beyond-mla-cache-size": (512 + 64) * 60 * 2 / KIB,
     "beyond-swa-receptive-field": 32 * 4096,
     "beyond-rolling-buffer-slot": 10_000 % 4096,
+    # cards added to existing topics for the exercises of issues 11 and 12
+    "norm-eps-outside-sqrt": math.sqrt(1e-6 + 1e-5) / (math.sqrt(1e-6) + 1e-5),
+    "norm-rmsnorm-backward-value": _rmsnorm_backward([3.0, 4.0], [1.0, 1.0], [1.0, 0.0])[0],
+    "pos-sinusoidal-value": math.sin(5 * 10_000 ** (-2 * 1 / 4)),
+    "pos-sinusoidal-i-bug": 2 * math.pi * 10_000 ** (255 / 512),
+    "pos-alibi-slopes-non-power-of-two": _alibi_slopes(12)[9],
+    "pos-alibi-bias-alignment": -0.5 * ((5 - 2 + 0) - 1),
+    "flash-standard-hbm-traffic": 4 * 32 * 4096**2 * 2 / GIB,
+    "flash-merge-partials": (math.exp(2.0) * 1.0 + math.exp(1.0) * 3.0) / (math.exp(2.0) + math.exp(1.0)),
+    "block-llama-layer-params": layer_params(LLAMA3_8B) / 1e6,
+    "block-llama3-70b-params": model_params(LLAMA3_70B) / 1e9,
+    "block-tied-embedding-saving": LLAMA32_1B["vocab"] * LLAMA32_1B["d"] / 1e6,
+    "ffn-param-share-llama3": 100 * 3 * 4096 * 14336 / (layer_params(LLAMA3_8B) - 2 * 4096),
+    "moe-topk-weight-value": _softmax([2.0, 1.0, 0.5, -1.0])[0],
+    "moe-aux-balanced-value": _aux_loss(8, [[e, (e + 1) % 8] for e in range(8)], [[1 / 8] * 8] * 8),
+    "moe-aux-collapsed-value": _aux_loss(8, [[0, 1]] * 4, [[0.5, 0.5] + [0.0] * 6] * 4),
+    "moe-every-expert-cost": 8 / 2,
     # existing cards whose figures come from the same configs
     "block-embedding-share": LLAMA3_8B["vocab"] * LLAMA3_8B["d"] / 1e6,
     "kv-llama2-7b-per-token": kv_bytes_per_token(LLAMA2_7B) / KIB,
