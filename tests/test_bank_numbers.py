@@ -189,6 +189,8 @@ EXPECTED: dict[str, float] = {
     "moe-aux-balanced-value": _aux_loss(8, [[e, (e + 1) % 8] for e in range(8)], [[1 / 8] * 8] * 8),
     "moe-aux-collapsed-value": _aux_loss(8, [[0, 1]] * 4, [[0.5, 0.5] + [0.0] * 6] * 4),
     "moe-every-expert-cost": 8 / 2,
+    "kv-sliding-window-cache": 4096 * kv_bytes_per_token({**LLAMA3_8B, "layers": 32, "kv_heads": 8}) / MIB,
+    "gqa-max-tp-without-replication": LLAMA3_70B["kv_heads"],
     # existing cards whose figures come from the same configs
     "block-embedding-share": LLAMA3_8B["vocab"] * LLAMA3_8B["d"] / 1e6,
     "kv-llama2-7b-per-token": kv_bytes_per_token(LLAMA2_7B) / KIB,
