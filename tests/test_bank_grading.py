@@ -150,7 +150,7 @@ def test_the_shortest_option_rarely_gives_the_answer_away_either(questions: tupl
 
 
 BACK_REFERENCE = re.compile(
-    r"^\W*(same (model|setup|config|layer|question|numbers?|as)|the same (model|setup|config)|as (above|before)|"
+    r"^\W*(same\b|the same (model|setup|config|loss|formula|numbers?|layer|question)\b|as (above|before)|"
     r"(the |that |this )?(previous|preceding|last|above) (question|card|model|answer|example|one)|"
     r"following (up|on)|continu(ing|ed)|again,|now (assume|suppose|take)|next,|in the (last|previous))",
     re.IGNORECASE,
@@ -176,6 +176,7 @@ def test_cards_stand_alone(questions: tuple[Question, ...]) -> None:
         "The previous question used fp16; redo it in fp8.",
         "Following up on FlashAttention: what limits decode?",
         "Using the numbers from the previous card, compute the total.",
+        "Same loss, but with top-1 routing.",
     ],
 )
 def test_back_reference_check_catches_the_known_shapes(prompt: str) -> None:
