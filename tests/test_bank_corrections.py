@@ -113,6 +113,11 @@ CORRECTIONS = (
                 "The mask is -1e9."),),
     ),
     Correction(
+        "pit-dtype-minus-1e9",
+        says=(r"mask\.to\(dtype\)", r"without overflow"),
+        not_says=(r"^You fill masked attention scores with the constant −1e9 and cast",),
+    ),
+    Correction(
         "pit-rmsnorm-low-precision",
         says=(r"model\.half\(\)", r"\|x\| above about 256", r"pow and rsqrt are\s+autocast to fp32"),
         not_says=(r"directly in bf16 and\s+adds eps after the rsqrt", r"only\s+under autocast"),
