@@ -105,6 +105,15 @@ NONSENSE = (
     "This is a hard question. I am not sure, but I think it has something to do with the way things work in general.",
     "It is used because it is the standard approach that people use in practice for this kind of thing.",
     "the answer is the one that makes the most sense given what we know about it",
+    # from the set `drill validate` audits with (drill/quiz/kinds/recall.py on the quiz-code branch)
+    "the thing",
+    "It is all about how each and every part works; only then is it better overall.",
+    "About 10, 100 or 1000 times, maybe 2 or 3 on average.",
+)
+# Buzzwords strung together: single domain words may match one pattern, but no whole point may tick.
+DOMAIN_NONSENSE = (
+    "The model uses attention over the tokens of the input in every layer and learns better weights in training.",
+    "It uses the GPU memory and the attention weights, the tokens, the softmax and the loss to train the model faster.",
 )
 
 
@@ -118,6 +127,30 @@ def test_no_key_point_pattern_matches_a_nonsense_answer(questions: tuple[Questio
                 hits = [n for n in NONSENSE if re.search(pattern, n, re.IGNORECASE)]
                 if hits:
                     bad.append(f"{q.id}: {pattern!r} matches {hits[0]!r}")
+    assert not bad, "\n".join(bad)
+
+
+def test_no_key_point_is_ticked_by_domain_buzzwords(questions: tuple[Question, ...]) -> None:
+    bad = [
+        f"{q.id}: {p.text[:60]!r} ticks on {n[:40]!r}"
+        for q in questions
+        if isinstance(q, RecallQuestion)
+        for p in q.key_points
+        for n in DOMAIN_NONSENSE
+        if p.matches(n)
+    ]
+    assert not bad, "\n".join(bad)
+
+
+def test_no_key_point_is_ticked_by_the_prompt_typed_back(questions: tuple[Question, ...]) -> None:
+    """A learner who pastes the question back has said nothing; no point may tick for it."""
+    bad = [
+        f"{q.id}: {p.text[:60]!r}"
+        for q in questions
+        if isinstance(q, RecallQuestion)
+        for p in q.key_points
+        if p.matches(q.prompt)
+    ]
     assert not bad, "\n".join(bad)
 
 
