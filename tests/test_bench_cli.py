@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
+import shutil
 from pathlib import Path
 
 import pytest
@@ -87,6 +89,41 @@ def test_refuses_a_file_that_fails_check() -> None:
     assert "does not pass drill check" in res.stderr
     assert "scal" in res.stderr.lower()  # the diagnosis names the mistake
     assert "│ yours" not in res.stdout  # nothing was benchmarked
+
+
+def test_the_refusal_suggests_a_check_command_that_grades_the_same_tests(tmp_path: Path) -> None:
+    """A file whose name does not say the exercise: the suggested `drill check` carries -e and the
+    check's seed, and run as printed it grades the same hidden tests with the same verdict."""
+    bad = tmp_path / "bugs" / "att_noscale.py"
+    bad.parent.mkdir()
+    shutil.copy(SOL / "attention" / "bug_missing_scale__matmul.py", bad)
+    res = bench(str(bad), "--exercise", "attention", "--json")
+    assert res.exit_code == 1, res.output
+    refusal = json.loads(res.stdout)
+    command = refusal["check_command"]
+    assert f"Run `{command}` for the full report." in res.stderr
+    argv = shlex.split(command)
+    assert argv[:3] == ["drill", "check", str(bad)] and argv[3:5] == ["-e", "attention"]
+    assert argv[5:] == ["--seed", str(refusal["check"]["seed"])]
+    assert runner.invoke(app, ["check", str(bad)]).exit_code == 2  # without -e: "cannot tell the exercise"
+    checked = runner.invoke(app, [*argv[1:], "--json"])
+    assert checked.exit_code == 1, checked.output
+    doc = json.loads(checked.stdout)
+    before = refusal["check"]
+    assert (doc["tests_passed"], doc["tests_total"]) == (before["tests_passed"], before["tests_total"])
+    assert [(t["name"], t["status"]) for t in doc["tests"]] == [(t["name"], t["status"]) for t in before["tests"]]
+    assert doc["diagnosis"]["id"] == before["diagnosis"]["id"] == "missing_scale"
+
+
+def test_the_suggested_check_names_the_exercise_only_when_the_file_name_does_not() -> None:
+    from types import SimpleNamespace
+
+    from drill.bench.commands import check_command
+
+    named = SimpleNamespace(file="work/attention.py", exercise="attention", seed=12)
+    assert check_command(named) == "drill check work/attention.py --seed 12"
+    spaced = SimpleNamespace(file="my bugs/v2.py", exercise="rope", seed=3)
+    assert shlex.split(check_command(spaced)) == ["drill", "check", "my bugs/v2.py", "-e", "rope", "--seed", "3"]
 
 
 @pytest.mark.parametrize(
