@@ -29,72 +29,12 @@ from drill.mock.reader import INTERRUPT, EndOfInput, ScriptedReader, TimeUp, str
 from drill.mock.rounds import MIN_SEEN_S
 from drill.mock.run import EXIT_ABANDONED, MockOptions, run_mock
 from drill.store import Store
+from mockkit import RIGHT, WRONG, StubDiagnosis, StubGrader, StubResult, last_report, sit, write_into
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD_ATTENTION = ROOT / "tests" / "fixtures" / "solutions" / "attention" / "good_matmul_softmax.py"
 BUGGY_ATTENTION = ROOT / "tests" / "fixtures" / "solutions" / "attention" / "bug_missing_scale__matmul.py"
 runner = CliRunner()
-RIGHT, WRONG = "a,b", "a"  # see BANK in conftest.py
-
-
-@dataclass
-class StubResult:
-    """Shaped like drill.judge.check.Result, for tests that must not spawn the grader."""
-
-    status: str
-    passed: int
-    total: int
-    seed: int = 7
-    diagnosis: Any = None
-    diagnosis_detail: str = ""
-    advisories: list[str] = field(default_factory=list)
-
-
-@dataclass
-class StubDiagnosis:
-    id: str = "missing_scale"
-    title: str = "Missing 1/sqrt(d_k) scaling"
-    why: str = ""
-    fix: str = "divide the scores by sqrt(d_k)"
-
-
-class StubGrader:
-    """Records what it was asked to grade; passes files containing 'GOOD'."""
-
-    def __init__(self) -> None:
-        self.graded: list[str] = []
-
-    def __call__(self, path: Path, exercise: str, seed: int | None) -> StubResult:
-        text = path.read_text()
-        self.graded.append(text)
-        if "GOOD" in text:
-            return StubResult("pass", 12, 12)
-        return StubResult("fail", 3, 12, diagnosis=StubDiagnosis(), diagnosis_detail="matches on 9 failing tests")
-
-
-def sit(tmp_path: Path, bank: Path, steps: list, *, grade: Any = None, interactive: bool = False, **opts: Any):
-    clock = FakeClock()
-    console = Console(record=True, width=100, force_terminal=False)
-    reader = ScriptedReader(console, clock, steps)
-    store = Store(tmp_path / "progress.db")
-    options = MockOptions(**{"minutes": 45, "questions": 2, "seed": 3, "exercise": "attention",
-                             "folder": tmp_path / "work", "bank": bank, **opts})
-    code = run_mock(options, console=console, read=reader, clock=clock, store=store,
-                    grade=grade if grade is not None else StubGrader(), interactive=interactive, fuzz=False)
-    return code, store, console.export_text(), reader
-
-
-def last_report(store: Store) -> dict[str, Any]:
-    mock = store.mocks()[-1]
-    return {**mock, "report": json.loads(mock["report_json"])}
-
-
-def write_into(path: Path, text: str, then: str = "submit"):
-    def step() -> str:
-        path.write_text(text)
-        return then
-
-    return step
 
 
 # -- full sessions ------------------------------------------------------------

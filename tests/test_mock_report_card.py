@@ -21,7 +21,7 @@ from drill.cli import app
 from drill.mock.reader import INTERRUPT
 from drill.mock.report import render_history, score_rule
 from drill.store import Store
-from test_mock import RIGHT, WRONG, StubResult, last_report, sit, write_into
+from mockkit import RIGHT, WRONG, StubResult, last_report, sit, write_into
 
 runner = CliRunner()
 TOPICS = ("alpha", "beta", "gamma", "delta")
