@@ -79,7 +79,8 @@ def quiz_lines(out: str) -> list[str]:
 def test_weak_topics_name_their_source_and_the_command_matches_the_list(
         tmp_path: Path, bank4: Path, topics: tuple, answers: list, questions: int, mock_weak: list,
         suggested: str) -> None:
-    seed_history(tmp_path / "progress.db", {"beta": 3, "gamma": 2, "delta": 2})
+    # three misses each: the minimum `drill stats` ranks a topic on (test_weakest_topics_are_one_rule_...)
+    seed_history(tmp_path / "progress.db", {"beta": 3, "gamma": 3, "delta": 3})
     code, store, out, _ = sit(tmp_path, bank4, [*answers, "done"], topics=topics, questions=questions)
     report = last_report(store)["report"]
     assert report["weak_topics"] == mock_weak
@@ -220,3 +221,30 @@ def test_history_fits_without_cutting_a_column(width: int) -> None:
     assert "83% of 12" in table[2] and "not reached" in table[2]
     gap = "  " if width >= 100 else " "  # two spaces where they fit, else one
     assert f"#{gap}date" in table[0] and f"#{gap} date" not in table[0]
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_question_ids_are_never_broken_at_80_columns(tmp_path: Path, bank4: Path, width: int) -> None:
+    """The shipped bank's longest ids, with the longest topic and result cells, stay whole: on one
+    line in the table (topic and kind go under the id when the row does not fit) and in the review list."""
+    from drill.mock.report import render_report
+    from drill.quiz.loader import load_bank
+
+    code, store, _, _ = sit(tmp_path, bank4, [None], questions=4)
+    report = last_report(store)["report"]
+    longest = sorted((q.id for q in load_bank(None).questions), key=len)[-4:]
+    assert len(longest[-1]) >= 30
+    for q, qid in zip(report["concept"]["questions"], longest):
+        q.update(id=qid, topic="normalization", kind="recall", outcome="partial", rating=2, seconds=200.0)
+    report["to_review"] = longest
+    console = Console(record=True, width=width, force_terminal=False)
+    render_report(console, report)
+    text = console.export_text()
+    table = [line for line in text.splitlines() if "~ partial (Hard)" in line]
+    assert len(table) == 4, text
+    for number, (line, qid) in enumerate(zip(table, longest), 1):
+        assert line.split()[:2] == [str(number), qid], text  # whole, next to its number and result
+    assert all(len(line.rstrip()) <= width for line in text.splitlines())
+    assert "normalization · recall" in text and "…" not in text
+    review = " ".join(text[text.index("questions: "):].split(maxsplit=len(longest) + 1)[:len(longest) + 1])
+    assert review == "questions: " + ", ".join(longest), text

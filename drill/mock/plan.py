@@ -10,7 +10,6 @@ input; it is all plain functions over the bank and the store.
 from __future__ import annotations
 
 import importlib.util
-import math
 import os
 import random
 from collections import defaultdict
@@ -32,7 +31,11 @@ MIN_BUDGET_S = 20.0
 
 
 def topic_weakness(reviews: Iterable[Review]) -> dict[str, float]:
-    """Topic -> share of recent answers that went wrong (Again = 1, Hard = 0.5).
+    """Topic -> share of recent answers that went wrong (Again = 1, Hard = 0.5): a sampling weight.
+
+    Only what `pick_questions` draws by: every topic needs a weight, even one never
+    answered. The "weakest topics" the learner is told about are ranked elsewhere, by one
+    rule (drill.quiz.stats.weakest_topics), in `drill stats` and on the mock's card alike.
 
     Smoothed with one right and one wrong pseudo-answer, so a topic with no
     history sits at 0.5 and a single bad answer does not dominate. Only each
@@ -178,9 +181,3 @@ def write_starter(coding: CodingFile, starter: Path) -> None:
         os.replace(tmp, coding.path)
     except OSError as exc:
         raise UserError(f"cannot write the exercise file: {exc.strerror or exc}", str(coding.path)) from exc
-
-
-def rank_weak_topics(weakness: dict[str, float], limit: int = 3) -> list[str]:
-    """The weakest topics first (ties: alphabetical, for stable reports)."""
-    ordered = sorted(weakness.items(), key=lambda item: (-item[1], item[0]))
-    return [topic for topic, score in ordered[:limit] if score > 0.0 and not math.isnan(score)]

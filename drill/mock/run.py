@@ -36,7 +36,7 @@ from drill.paths import exercises_dir
 from drill.quiz.loader import load_bank
 from drill.quiz.schedule import Scheduler
 from drill.quiz.select import Filters, filtered
-from drill.quiz.stats import scheduled_reviews
+from drill.quiz.stats import scheduled_reviews, weakest_topics
 from drill.store import Store, StoreUnavailable, default_path, now_iso, open_store
 
 EXIT_ABANDONED = 130
@@ -152,14 +152,14 @@ def _sit(options, console, reader, clock, store, grade, interactive, fuzz, rng, 
     concept = ConceptRound(ctx, questions, budgets, Scheduler(fuzz=fuzz))
     coding = CodingRound(ctx, exercise, coding_file, exercises_dir() / f"{exercise}.py", grade,
                          number=2 if questions else 1)
-    weakness = plan.topic_weakness(reviews)
+    history_weak = [r.topic for r in weakest_topics(reviews)]
     owner = interrupted.this_process()
 
     def report_so_far(status: str, error: str | None = None) -> dict:  # type: ignore[type-arg]
         return build_report(
             mock_id=mock_id, status=status, minutes=minutes, elapsed_s=min(countdown.elapsed(), minutes * 60.0),
             seed=options.seed, concept=concept, coding=coding, exercise=exercise,
-            history_weakness=weakness, error=error,
+            history_weak=history_weak, error=error,
         )
 
     def checkpoint() -> None:
