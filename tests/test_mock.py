@@ -26,7 +26,7 @@ from typer.testing import CliRunner
 from drill.cli import app
 from drill.mock.clock import Countdown, FakeClock, SystemClock
 from drill.mock.reader import INTERRUPT, EndOfInput, ScriptedReader, TimeUp, stream_reader
-from drill.mock.rounds import MIN_SEEN_S
+from drill.mock.concept import MIN_SEEN_S
 from drill.mock.run import EXIT_ABANDONED, MockOptions, run_mock
 from drill.store import Store
 from mockkit import RIGHT, WRONG, StubDiagnosis, StubGrader, StubResult, last_report, sit, write_into

@@ -14,7 +14,6 @@ import typer
 
 from drill.cliutil import user_errors
 
-
 # One paragraph per line: Typer's rich help keeps a docstring's line breaks, which
 # wrapped mid-sentence at 80 columns. The score rule is drill.mock.report.score_rule().
 MOCK_HELP = "\n\n".join([

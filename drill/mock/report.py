@@ -25,7 +25,8 @@ from rich.table import Table
 from rich.text import Text
 
 from drill.mock.clock import duration, mmss
-from drill.mock.rounds import MIN_SEEN_S, CodingRound, ConceptRound, coding_credit
+from drill.mock.coding import CodingRound, coding_credit
+from drill.mock.concept import MIN_SEEN_S, ConceptRound
 from drill.quiz.schedule import RATING_NAMES
 from drill.quiz.stats import WEAKEST_RULE
 
@@ -44,7 +45,7 @@ SCORED_STATUSES = ("completed", "expired")
 
 
 def coding_score(submission: dict[str, Any] | None) -> float:
-    """Credit (0..1) of one stored submission; see drill.mock.rounds.coding_credit."""
+    """Credit (0..1) of one stored submission; see drill.mock.coding.coding_credit."""
     if not submission:
         return 0.0
     return coding_credit(submission.get("status", ""), submission.get("passed") or 0, submission.get("total") or 0)

@@ -28,10 +28,12 @@ from rich.text import Text
 from drill.errors import UserError
 from drill.mock import interrupted, plan
 from drill.mock.clock import Clock, Countdown, SystemClock, mmss
+from drill.mock.coding import CodingRound, Grader
+from drill.mock.concept import MIN_SEEN_S, ConceptRound
+from drill.mock.context import Abandoned, InputClosed, MockContext
 from drill.mock.live import LiveStatus
 from drill.mock.reader import DeadlineReader, EndOfInput, TimeUp, stream_reader
 from drill.mock.report import build_report, render_history, render_report, score_rule
-from drill.mock.rounds import MIN_SEEN_S, Abandoned, CodingRound, ConceptRound, Grader, InputClosed, MockContext
 from drill.paths import exercises_dir
 from drill.quiz.loader import load_bank
 from drill.quiz.schedule import Scheduler
