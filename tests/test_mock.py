@@ -589,3 +589,99 @@ def test_end_of_input_on_a_real_pipe_is_abandoned_and_out_of_the_trend(home: Pat
     assert lines[1].split()[-1] != "=" and "▲" not in lines[1]  # no trend on the abandoned one
     assert "▲ +40" in lines[2]  # compared with mock 1, not with the abandoned mock 2
     assert "end of input" in result.output  # the legend says what abandoned covers
+
+
+# -- the time split, the live clock, the exercise's reason ---------------------------
+
+
+@pytest.mark.parametrize("minutes", [1, 2, 2.5, 3, 5, 10, 20, 45, 90])
+@pytest.mark.parametrize("asked", [1, 3, 6, 12])
+def test_the_concept_round_always_leaves_time_to_grade(minutes: float, asked: int) -> None:
+    """Budgets fit in the concept round's share and never eat the coding round's minimum."""
+    from drill.mock import plan
+    from drill.quiz.loader import load_bank
+
+    questions = list(load_bank(None).questions)[:asked]
+    kept, budgets = plan.fit_questions(questions, minutes)
+    assert kept == questions[:len(kept)] and len(budgets) == len(kept)
+    assert all(b >= plan.MIN_BUDGET_S for b in budgets)
+    assert sum(budgets) <= plan.concept_seconds(minutes) + 1e-9
+    assert minutes * 60 - sum(budgets) >= min(plan.CODING_MIN_S, minutes * 60)
+    if minutes >= 45 and asked <= 6:  # a long mock asks everything at each kind's usual time
+        assert kept == questions and budgets == [plan.KIND_BUDGET_S[q.kind] for q in questions]
+
+
+def test_a_short_mock_says_what_did_not_fit_and_why(tmp_path: Path, bank: Path) -> None:
+    from drill.mock.plan import CODING_MIN_S, time_rule
+
+    code, store, out, _ = sit(tmp_path, bank, [RIGHT, RIGHT, RIGHT, "done"], minutes=3, questions=4)
+    report = last_report(store)["report"]
+    budgets = [q["budget_s"] for q in report["concept"]["questions"]]
+    assert len(budgets) == 3 and sum(budgets) <= 3 * 60 - CODING_MIN_S
+    text = " ".join(out.split())
+    assert "Round 1: 3 concept questions" in text and "(1 more did not fit in a 3-minute mock)" in text
+    assert time_rule() in text
+    code, store, out, _ = sit(tmp_path, bank, ["done"], minutes=2, questions=4)
+    assert "No concept round: a 2-minute mock keeps its time for coding." in out and "Round 1: coding" in out
+    help_text = " ".join(runner.invoke(app, ["mock", "--help"], env={"COLUMNS": "80"}).output.split())
+    assert time_rule() in help_text
+
+
+def test_with_a_live_status_line_it_is_the_only_clock_on_screen(tmp_path: Path, bank: Path) -> None:
+    """On a terminal the status line ticks; a printed '[3:00 left]' or '(0:30 of budget)' would go stale."""
+    import io
+
+    from drill.mock.live import LiveStatus
+
+    clock = FakeClock()
+    console = Console(record=True, width=100, force_terminal=False)
+    live = LiveStatus(io.StringIO())
+    seen: list[str] = []
+
+    def answer_after_14_s() -> str:
+        clock.advance(14)
+        seen.append(live.status_text())
+        return RIGHT
+
+    reader = ScriptedReader(console, clock, [answer_after_14_s, RIGHT, "done"], clock_in_prompt=False)
+    options = MockOptions(minutes=3, questions=2, seed=3, exercise="attention", folder=tmp_path / "work", bank=bank)
+    run_mock(options, console=console, read=reader, clock=clock, store=Store(tmp_path / "progress.db"),
+             grade=StubGrader(), interactive=False, fuzz=False, live=live)
+    out = console.export_text()
+    assert "left]" not in out and "left in the mock" not in out, out
+    assert not any("budget" in p for p in reader.prompts), reader.prompts
+    with Store(tmp_path / "progress.db") as store:
+        budget = last_report(store)["report"]["concept"]["questions"][0]["budget_s"]
+    assert seen == [f" ⏱  2:46 left · drill mock #1 · round 1: question 1/2 · 0:{budget - 14:02.0f} of budget"]
+    assert live.countdown is None  # stopped: the terminal's scroll region given back
+
+
+def _passed(store: Store, exercise: str, when: str) -> None:
+    from drill.store import Attempt
+
+    store.record_attempt(Attempt(exercise=exercise, attempted_at=when, status="pass", diagnosis=None, seed=1,
+                                 tests_passed=5, tests_total=5, elapsed_ms=10, file=f"{exercise}.py", mock_id=None))
+
+
+def test_with_every_exercise_passed_the_mock_says_which_and_why(tmp_path: Path, bank: Path) -> None:
+    from drill.mock.plan import gradable_exercises
+
+    names = gradable_exercises()
+    oldest = names[len(names) // 2]
+    with Store(tmp_path / "progress.db") as store:
+        for name in names:
+            _passed(store, name, "2025-03-01T12:00:00+00:00" if name != oldest else "2024-12-30T12:00:00+00:00")
+        _passed(store, names[0], "2024-01-01T12:00:00+00:00")  # an old pass, then a newer one: the newer counts
+    code, store, out, _ = sit(tmp_path, bank, ["done"], questions=0, exercise=None)
+    assert last_report(store)["exercise"] == oldest
+    text = " ".join(out.split())
+    assert (f"implement `{oldest}` (every exercise is passed: practising the one you passed longest ago, "
+            "on 2024-12-30)") in text
+
+
+def test_an_exercise_not_passed_yet_is_said_so(tmp_path: Path, bank: Path) -> None:
+    code, store, out, _ = sit(tmp_path, bank, ["done"], questions=0, exercise=None)
+    exercise = last_report(store)["exercise"]
+    assert f"implement `{exercise}` (not passed yet)" in out
+    code, store, out, _ = sit(tmp_path, bank, ["done"], questions=0, exercise="rope")
+    assert "implement `rope` in" in out  # named with --exercise: nothing to explain

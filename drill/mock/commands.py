@@ -15,12 +15,18 @@ import typer
 from drill.cliutil import user_errors
 
 # One paragraph per line: Typer's rich help keeps a docstring's line breaks, which
-# wrapped mid-sentence at 80 columns. The score rule is drill.mock.report.score_rule().
+# wrapped mid-sentence at 80 columns. The score rule is drill.mock.report.score_rule(), the time
+# rule drill.mock.plan.time_rule() (written out: importing them here would slow every start).
 MOCK_HELP = "\n\n".join([
     "A timed mock interview: concept questions, then a coding round, then a report card.",
     "Concept answers feed your reviews (source \"mock\"). A question you skip, end the round on (q), "
     "or leave unanswered on screen for 5 s or more when time runs out counts as a miss (Again); "
     "one shown for less, or never reached, is not rated.",
+    "The concept round gets at most 40% of the mock and never its last 2 minutes, so the coding round always "
+    "has time to grade your file at least once (a grading can take up to a minute); questions that do not fit "
+    "at 20 s each are left out.",
+    "The exercise (without --exercise): one you have not passed yet; once every one is passed, the one you "
+    "passed longest ago.",
     "Score = 40% concept + 60% coding (your last graded file: all tests pass 100%, else ½ × share passed). "
     "The last graded file counts, not the best: an interviewer judges the code you end with; "
     "typing done on a file that scores below an earlier one asks first.",

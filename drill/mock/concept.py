@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from drill.mock.clock import mmss
+from drill.mock.clock import budget_left, mmss
 from drill.mock.context import InputClosed, MockContext
 from drill.mock.reader import EndOfInput, TimeUp
 from drill.quiz.schedule import AGAIN, GOOD, HARD, Scheduler
@@ -73,7 +73,7 @@ class ConceptRound:
         ctx.say(f"Round 1 — {len(self.questions)} concept question{'s' * (len(self.questions) != 1)}", "bold")
         for index, (question, result) in enumerate(zip(self.questions, self.results)):
             began = ctx.clock.monotonic()
-            self._header(index, question, result)
+            self._header(index, question, result, began)
             typed: list[str] = []  # the learner's lines for this question, hints excluded
             session = Session(
                 ctx.store, ctx.console, self._line_reader(began, result.budget_s, typed), self.scheduler, ctx.rng,
@@ -87,7 +87,7 @@ class ConceptRound:
                         break
                     except KeyboardInterrupt:
                         ctx.interrupted()
-                        self._header(index, question, result)  # continue: the same question again
+                        self._header(index, question, result, began)  # continue: the same question again
             except _Skip:
                 self._pass_on(session, question, result, began, "(skipped in a mock)")
                 ctx.say("skipped — it goes on your review list and comes back soon in drill quiz", "yellow")
@@ -132,27 +132,27 @@ class ConceptRound:
         """Seconds since the question appeared, not counting past the mock's deadline."""
         return min(self.ctx.clock.monotonic(), self.ctx.countdown.deadline) - began
 
-    def _header(self, index: int, question: Question, result: QuestionResult) -> None:
+    def _header(self, index: int, question: Question, result: QuestionResult, began: float) -> None:
+        """The question's title line. Times left are shown where they stay true: on the live status
+        line when there is one (it ticks: the question's budget too), else in the printed line."""
         ctx = self.ctx
-        ctx.phase(f"round 1: question {index + 1}/{len(self.questions)}")
+        ctx.phase(f"round 1: question {index + 1}/{len(self.questions)}", budget_until=began + result.budget_s)
         ctx.console.print()
-        ctx.say(
-            f"Question {index + 1}/{len(self.questions)} · {question.topic} · {question.kind} · "
-            f"budget {mmss(result.budget_s)} · {mmss(ctx.countdown.remaining())} left in the mock",
-            "bold magenta",
-        )
+        left = "" if ctx.live is not None else f" · {mmss(ctx.countdown.remaining())} left in the mock"
+        ctx.say(f"Question {index + 1}/{len(self.questions)} · {question.topic} · {question.kind} · "
+                f"budget {mmss(result.budget_s)}{left}", "bold magenta")
 
     def _line_reader(self, began: float, budget: float, typed: list[str]) -> Callable[[str], str]:
-        """The quiz engine's LineReader, with the question's budget in the prompt and
+        """The quiz engine's LineReader, with the question's budget in the prompt (without a live
+        status line) and
         the mock's own words (skip, q) taken out before the quiz sees them; every
         other line but a hint request is appended to `typed`."""
         ctx = self.ctx
 
         def read(prompt: str) -> str:
-            spent = ctx.clock.monotonic() - began
-            left = budget - spent
-            tag = f"{mmss(left)} of budget" if left > 0 else f"over budget by {mmss(-left)}"
-            line = ctx.read(f"({tag}) {prompt}", ctx.countdown)
+            if ctx.live is None:  # else the live status line shows the budget, ticking
+                prompt = f"({budget_left(budget - (ctx.clock.monotonic() - began))}) {prompt}"
+            line = ctx.read(prompt, ctx.countdown)
             word = line.strip().lower()
             if word in SKIP_WORDS:
                 raise _Skip

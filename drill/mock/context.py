@@ -56,9 +56,11 @@ class MockContext:
         if self.on_progress is not None:
             self.on_progress()
 
-    def phase(self, text: str) -> None:
+    def phase(self, text: str, budget_until: float | None = None) -> None:
+        """What the live status line says the mock is doing; `budget_until` (monotonic) adds a
+        ticking "of budget" for the question on screen."""
         if self.live is not None:
-            self.live.set_phase(text)
+            self.live.set_phase(text, budget_until)
 
     def busy(self) -> Any:
         """Context for a long blocking call: the countdown keeps ticking on a terminal."""
