@@ -69,7 +69,8 @@ def install_flag_help() -> None:
         return
 
     def display_type_rich(self: Any, ctx: Any) -> Any:
-        if getattr(self, "metavar", None) is None and (getattr(self, "is_flag", False) or getattr(self, "count", False)):
+        takes_no_value = getattr(self, "is_flag", False) or getattr(self, "count", False)
+        if getattr(self, "metavar", None) is None and takes_no_value:
             return None
         return original(self, ctx)
 

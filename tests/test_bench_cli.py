@@ -171,7 +171,8 @@ def test_a_two_size_ladder_says_why_there_is_no_exponent() -> None:
     assert res.exit_code == 0, res.output
     out = res.stdout
     assert "growth (least squares on log time vs log T)" in out.splitlines()  # one line, not wrapped
-    assert "needs at least 3 sizes; this run measured 2: --max-size stopped the ladder; raise --max-size" in " ".join(out.split())
+    text = " ".join(out.split())
+    assert "needs at least 3 sizes; this run measured 2: --max-size stopped the ladder; raise --max-size" in text
     assert "ladder stopped at --max-size 256 (the ladder goes on to T=2048)" in " ".join(out.split())
 
 
@@ -202,5 +203,6 @@ def test_a_short_timeout_stops_the_ladder_cleanly_before_a_size_that_would_not_f
     assert doc["cut_short"] is False and doc["stop_reason"] == "timeout", doc["stopped"]
     assert 1 <= len(doc["sizes"]) < 5  # how many fit depends on the machine; that none is killed does not
     nxt = 2 * doc["sizes"][-1]["size"]
-    assert re.fullmatch(rf"stopped before T={nxt}: predicted ~[\d.]+ s, (more than|too close to) the [\d.]+ s left of --timeout 2 s",
+    assert re.fullmatch(rf"stopped before T={nxt}: predicted ~[\d.]+ s, (more than|too close to) "
+                        r"the [\d.]+ s left of --timeout 2 s",
                         doc["stopped"]), doc["stopped"]

@@ -119,7 +119,8 @@ def test_help_shows_a_type_for_value_options_and_none_for_flags() -> None:
         for option in options:
             first = option.opts[0]
             # the row that starts with the option (its name may recur in other options' help)
-            line = next((ln for ln in text.splitlines() if re.match(rf"\S?\s*(\*\s+)?{re.escape(first)}[\s,]", ln)), None)
+            pattern = rf"\S?\s*(\*\s+)?{re.escape(first)}[\s,]"
+            line = next((ln for ln in text.splitlines() if re.match(pattern, ln)), None)
             assert line is not None, (name, first, text)
             # the option's own names, then (for a value option) its type in angle brackets or its metavar
             placeholder = re.escape(option.metavar) if option.metavar else "<"

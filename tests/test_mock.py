@@ -15,7 +15,6 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +24,12 @@ from typer.testing import CliRunner
 
 from drill.cli import app
 from drill.mock.clock import Countdown, FakeClock, SystemClock
-from drill.mock.reader import INTERRUPT, EndOfInput, ScriptedReader, TimeUp, stream_reader
 from drill.mock.concept import MIN_SEEN_S
+from drill.mock.reader import INTERRUPT, EndOfInput, ScriptedReader, TimeUp, stream_reader
 from drill.mock.run import EXIT_ABANDONED, MockOptions, run_mock
 from drill.store import Store
-from mockkit import RIGHT, WRONG, StubDiagnosis, StubGrader, StubResult, last_report, sit, write_into
+
+from mockkit import RIGHT, WRONG, StubGrader, last_report, sit, write_into
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD_ATTENTION = ROOT / "tests" / "fixtures" / "solutions" / "attention" / "good_matmul_softmax.py"
@@ -269,14 +269,16 @@ def test_a_refused_final_save_still_shows_the_card_and_keeps_the_checkpoint(tmp_
     clock = FakeClock()
     console = Console(record=True, width=100, force_terminal=False)
     with Store(tmp_path / "progress.db") as store:
-        options = MockOptions(minutes=45, questions=2, seed=3, exercise="attention", folder=tmp_path / "work", bank=bank)
+        options = MockOptions(minutes=45, questions=2, seed=3, exercise="attention", folder=tmp_path / "work",
+                              bank=bank)
         with pytest.raises(StoreUnavailable, match="disk is full"):
             run_mock(options, console=console, read=ScriptedReader(console, clock, [RIGHT, RIGHT, "done"]),
                      clock=clock, store=store, grade=StubGrader(), interactive=False, fuzz=False)
         (mock,) = store.mocks()
     assert "Mock #1 report — completed" in console.export_text()
     checkpoint = json.loads(mock["report_json"])  # what history falls back on
-    assert mock["status"] == "running" and [q["outcome"] for q in checkpoint["concept"]["questions"]] == ["right", "right"]
+    assert mock["status"] == "running"
+    assert [q["outcome"] for q in checkpoint["concept"]["questions"]] == ["right", "right"]
     assert checkpoint["owner"]["pid"] == os.getpid() and checkpoint["coding"]["reached"] is True
     assert checkpoint["coding"]["untouched"] is True and checkpoint["coding"]["submissions"] == []
 
@@ -297,7 +299,8 @@ def _cli(*args: str, input: str = "") -> Any:
         (["--questions", "-1"], "--questions: must be 0 or more"),
     ],
 )
-def test_bad_options_exit_2_without_starting_a_mock(home: Path, bank: Path, tmp_path: Path, args: list[str], message: str) -> None:
+def test_bad_options_exit_2_without_starting_a_mock(home: Path, bank: Path, tmp_path: Path, args: list[str],
+                                                    message: str) -> None:
     result = _cli("--bank", str(bank), "--dir", str(tmp_path / "w"), *args)
     assert result.exit_code == 2, result.output
     assert message in result.output and len(result.output.strip().splitlines()) == 1
@@ -401,7 +404,7 @@ def test_stream_reader_reads_a_pipe_and_stops_at_the_deadline() -> None:
     console = Console(record=True, width=80)
     with os.fdopen(read_fd) as stream:
         reader = stream_reader(console, stream, tick=0.05)
-        os.write(write_fd, "first answer\nsecond".encode())
+        os.write(write_fd, b"first answer\nsecond")
         countdown = Countdown(SystemClock(), 30)
         assert reader("q1 >", countdown) == "first answer"
         short = Countdown(SystemClock(), 0.3)
@@ -444,7 +447,8 @@ def test_cram_answers_do_not_make_a_topic_weak_in_the_mock(tmp_path: Path, bank:
     store = Store(tmp_path / "progress.db")
     for i in range(6):  # a burst of cram misses on alpha, scheduled misses on beta
         store.record_review(f"alpha-{i % 2}", 1, topic="alpha", source="cram")
-        store.record_review(f"beta-{i % 2}", 1, topic="beta", source="quiz", card_json="{}", due="2099-01-01T00:00:00+00:00")
+        store.record_review(f"beta-{i % 2}", 1, topic="beta", source="quiz", card_json="{}",
+                            due="2099-01-01T00:00:00+00:00")
     store.close()
     code, store, out, _ = sit(tmp_path, bank, ["done"], questions=0)  # history alone decides
     weak = last_report(store)["report"]["history_weak_topics"]
@@ -576,7 +580,8 @@ def test_a_mock_that_finished_is_not_abandoned_by_a_closed_input(tmp_path: Path,
 
 
 def test_end_of_input_on_a_real_pipe_is_abandoned_and_out_of_the_trend(home: Path, bank: Path, tmp_path: Path) -> None:
-    args = ["--bank", str(bank), "--dir", str(tmp_path / "w"), "--exercise", "attention", "--questions", "2", "--seed", "1"]
+    args = ["--bank", str(bank), "--dir", str(tmp_path / "w"), "--exercise", "attention", "--questions", "2",
+            "--seed", "1"]
     assert _cli(*args, input="a\na\ndone\n").exit_code == 0  # all wrong: score 0
     walked_away = subprocess.run([sys.executable, "-m", "drill.cli", "mock", "--minutes", "3", *args],
                                  input=b"a,b\n", capture_output=True, timeout=60, env={**os.environ, "COLUMNS": "120"})

@@ -21,6 +21,7 @@ from drill.cli import app
 from drill.mock.reader import INTERRUPT
 from drill.mock.report import render_history, score_rule
 from drill.store import Store
+
 from mockkit import RIGHT, WRONG, StubResult, last_report, sit, write_into
 
 runner = CliRunner()
@@ -206,11 +207,13 @@ def test_rounds_are_numbered_as_they_happen(tmp_path: Path, bank4: Path, questio
 @pytest.mark.parametrize("width", [80, 120])
 def test_history_fits_without_cutting_a_column(width: int) -> None:
     """Worst case: a three-digit id, a long status, 'x% of N', 'not reached', '▼ -100'."""
-    partial = {"concept": {"questions": [{"outcome": "right", "topic": "t"}] * 10 + [{"outcome": "wrong", "topic": "t"}] * 2},
+    answers = [{"outcome": "right", "topic": "t"}] * 10 + [{"outcome": "wrong", "topic": "t"}] * 2
+    partial = {"concept": {"questions": answers},
                "coding": {"reached": False, "submissions": []}}
     done = {"concept": {"score_pct": 100.0, "questions": []},
             "coding": {"reached": True, "submissions": [{"status": "fail", "passed": 12, "total": 15}]}}
-    mocks = [_row(100, "completed", 100.0, done, "attention", 1440), _row(101, "interrupted", None, partial, "kv_cache"),
+    mocks = [_row(100, "completed", 100.0, done, "attention", 1440),
+             _row(101, "interrupted", None, partial, "kv_cache"),
              _row(102, "completed", 0.0, done, "attention", 1440)]
     console = Console(record=True, width=width, force_terminal=False)
     render_history(console, mocks)
@@ -234,7 +237,7 @@ def test_question_ids_are_never_broken_at_80_columns(tmp_path: Path, bank4: Path
     report = last_report(store)["report"]
     longest = sorted((q.id for q in load_bank(None).questions), key=len)[-4:]
     assert len(longest[-1]) >= 30
-    for q, qid in zip(report["concept"]["questions"], longest):
+    for q, qid in zip(report["concept"]["questions"], longest, strict=True):
         q.update(id=qid, topic="normalization", kind="recall", outcome="partial", rating=2, seconds=200.0)
     report["to_review"] = longest
     console = Console(record=True, width=width, force_terminal=False)
@@ -242,7 +245,7 @@ def test_question_ids_are_never_broken_at_80_columns(tmp_path: Path, bank4: Path
     text = console.export_text()
     table = [line for line in text.splitlines() if "~ partial (Hard)" in line]
     assert len(table) == 4, text
-    for number, (line, qid) in enumerate(zip(table, longest), 1):
+    for number, (line, qid) in enumerate(zip(table, longest, strict=True), 1):
         assert line.split()[:2] == [str(number), qid], text  # whole, next to its number and result
     assert all(len(line.rstrip()) <= width for line in text.splitlines())
     assert "normalization · recall" in text and "…" not in text

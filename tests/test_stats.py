@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from drill.cli import app
-from drill.quiz.stats import WEAKEST_RULE, FORECAST_DAYS, HISTORY_DAYS, compute_stats, scheduled_reviews, weakest_topics
+from drill.quiz.stats import FORECAST_DAYS, HISTORY_DAYS, WEAKEST_RULE, compute_stats, scheduled_reviews, weakest_topics
 from drill.store import Store
 
 runner = CliRunner()

@@ -7,7 +7,7 @@ imports torch at import time (`drill quiz` start-up must stay fast).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -50,18 +50,25 @@ app = typer.Typer()
 @app.command(help=BENCH_HELP)
 def bench(
     file: Annotated[Path, typer.Argument(help="Your solution file, e.g. attention.py.")],
-    exercise: Annotated[Optional[str], typer.Option("--exercise", "-e", help="Exercise name, if the file is not named after it.")] = None,
-    device: Annotated[Optional[str], typer.Option("--device", help="cpu or cuda (default: cuda when available).")] = None,
-    dtype: Annotated[Optional[str], typer.Option("--dtype", help="float32, bfloat16 or float16 (default: float32 on CPU, bfloat16 on CUDA).")] = None,
-    max_size: Annotated[Optional[int], typer.Option("--max-size", help="Largest size of the ladder to run.", min=1)] = None,
-    memory_mb: Annotated[Optional[int], typer.Option(
+    exercise: Annotated[str | None, typer.Option(
+        "--exercise", "-e", help="Exercise name, if the file is not named after it.")] = None,
+    device: Annotated[str | None, typer.Option("--device", help="cpu or cuda (default: cuda when available).")] = None,
+    dtype: Annotated[str | None, typer.Option(
+        "--dtype", help="float32, bfloat16 or float16 (default: float32 on CPU, bfloat16 on CUDA).")] = None,
+    max_size: Annotated[int | None, typer.Option(
+        "--max-size", help="Largest size of the ladder to run.", min=1)] = None,
+    memory_mb: Annotated[int | None, typer.Option(
         "--memory-mb", min=600,
-        help="Host-memory limit of the benchmark process, MB (default 4096 on CPU, where the ladder stays well below it; "
-             "16384 on CUDA, where the ladder's budget is the device's free memory).")] = None,
-    timeout: Annotated[float, typer.Option("--timeout", help="Wall-clock limit for the whole ladder, seconds.", min=1.0)] = 120.0,
-    size_budget: Annotated[float, typer.Option("--size-budget", help="Stop the ladder after a size that takes longer than this, seconds.", min=0.1)] = 15.0,
-    threads: Annotated[int, typer.Option("--threads", help="CPU threads (torch.set_num_threads), the same for your code and the reference.", min=1)] = 1,
-    seed: Annotated[Optional[int], typer.Option("--seed", help="Seed of the benchmark inputs.")] = None,
+        help="Host-memory limit of the benchmark process, MB (default 4096 on CPU, where the ladder stays well "
+             "below it; 16384 on CUDA, where the ladder's budget is the device's free memory).")] = None,
+    timeout: Annotated[float, typer.Option(
+        "--timeout", help="Wall-clock limit for the whole ladder, seconds.", min=1.0)] = 120.0,
+    size_budget: Annotated[float, typer.Option(
+        "--size-budget", help="Stop the ladder after a size that takes longer than this, seconds.", min=0.1)] = 15.0,
+    threads: Annotated[int, typer.Option(
+        "--threads", min=1,
+        help="CPU threads (torch.set_num_threads), the same for your code and the reference.")] = 1,
+    seed: Annotated[int | None, typer.Option("--seed", help="Seed of the benchmark inputs.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON document instead of tables.")] = False,
 ) -> None:
     """`drill bench` (its help is BENCH_HELP)."""
@@ -113,8 +120,8 @@ def _refuse(result: Any, json_out: bool) -> None:
         if failed is not None:
             reason = f"test '{failed.name}' {failed.status}: {failed.message}"
     command = check_command(result)
-    line = (f"{result.file} does not pass drill check ({result.passed}/{result.total} tests), so it is not benchmarked: "
-            f"{reason}. Run `{command}` for the full report.")
+    line = (f"{result.file} does not pass drill check ({result.passed}/{result.total} tests), so it is not "
+            f"benchmarked: {reason}. Run `{command}` for the full report.")
     if json_out:
         import json
 

@@ -104,7 +104,8 @@ class CodingRound:
         ctx.say(f"Round {self.number} — coding: implement `{self.exercise}`", "bold")
         ctx.say(f"Your file: {self.coding.path}", "bold green")
         if self.coding.fresh_folder:
-            ctx.say(f"({self.coding.folder.parent / (self.exercise + '.py')} already exists, so a fresh folder was made)", "dim")
+            taken = self.coding.folder.parent / f"{self.exercise}.py"
+            ctx.say(f"({taken} already exists, so a fresh folder was made)", "dim")
         ctx.say("Open it in your editor; its docstring is the contract. Save, then press Enter (or type submit) "
                 "to run the hidden tests. Resubmit as often as you like; type done to finish early. "
                 "When time runs out, the last saved version is graded. Your last graded file is the one that counts.")
@@ -238,7 +239,8 @@ class CodingRound:
         ctx = self.ctx
         digest = self._digest()
         if digest == self._starter_digest:
-            ctx.say("✗ the file is still the untouched starter — nothing to grade yet (save your edits first)", "bold red")
+            ctx.say("✗ the file is still the untouched starter — nothing to grade yet (save your edits first)",
+                    "bold red")
             return None
         if digest == self._graded_digest and self.submissions:
             last = self.submissions[-1]

@@ -8,7 +8,7 @@ the coding round grades a file.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -42,22 +42,25 @@ app = typer.Typer()
 
 @app.command(help=MOCK_HELP)
 def mock(
-    minutes: Annotated[float, typer.Option("--minutes", "-m", help="Length of the mock in minutes (at most 1440).")] = 45.0,
-    topics: Annotated[Optional[list[str]], typer.Option(
+    minutes: Annotated[float, typer.Option(
+        "--minutes", "-m", help="Length of the mock in minutes (at most 1440).")] = 45.0,
+    topics: Annotated[list[str] | None, typer.Option(
         "--topics", "--topic", "-t", metavar="TOPIC[,TOPIC]",
         help="Only these question topics (comma-separated or repeated).")] = None,
-    exercise: Annotated[Optional[str], typer.Option(
+    exercise: Annotated[str | None, typer.Option(
         "--exercise", "-e", help="Coding exercise (default: one you have not passed yet).")] = None,
     questions: Annotated[int, typer.Option(
         "--questions", "-n", help="Concept questions before the coding round (0 = coding only).")] = 6,
-    seed: Annotated[Optional[int], typer.Option(
+    seed: Annotated[int | None, typer.Option(
         "--seed", help="Seed for the choice of questions, exercise and test inputs.")] = None,
-    folder: Annotated[Optional[Path], typer.Option(
+    folder: Annotated[Path | None, typer.Option(
         "--dir",
         help="Folder for the exercise file (default: here; a fresh drill-mock-<time>/ inside it if the file exists).",
     )] = None,
-    bank: Annotated[Optional[Path], typer.Option("--bank", help="Question folder or file instead of the shipped bank.")] = None,
-    history: Annotated[bool, typer.Option("--history", help="List past mocks with scores and trend, then exit.")] = False,
+    bank: Annotated[Path | None, typer.Option(
+        "--bank", help="Question folder or file instead of the shipped bank.")] = None,
+    history: Annotated[bool, typer.Option(
+        "--history", help="List past mocks with scores and trend, then exit.")] = False,
 ) -> None:
     """`drill mock` (its help is MOCK_HELP)."""
     from drill.mock.run import MockOptions, run_mock, show_history

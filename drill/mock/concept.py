@@ -62,7 +62,8 @@ class ConceptRound:
     results: list[QuestionResult] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.results = [QuestionResult(q.id, q.topic, q.kind, b) for q, b in zip(self.questions, self.budgets)]
+        self.results = [QuestionResult(q.id, q.topic, q.kind, b)
+                        for q, b in zip(self.questions, self.budgets, strict=True)]
 
     def run(self) -> None:
         """Ask every question; TimeUp and Abandoned propagate (results so far are kept)."""
@@ -71,7 +72,7 @@ class ConceptRound:
             return
         ctx.console.print()
         ctx.say(f"Round 1 — {len(self.questions)} concept question{'s' * (len(self.questions) != 1)}", "bold")
-        for index, (question, result) in enumerate(zip(self.questions, self.results)):
+        for index, (question, result) in enumerate(zip(self.questions, self.results, strict=True)):
             began = ctx.clock.monotonic()
             self._header(index, question, result, began)
             typed: list[str] = []  # the learner's lines for this question, hints excluded

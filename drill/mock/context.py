@@ -80,7 +80,8 @@ class MockContext:
         if not self.interactive:
             raise Abandoned
         try:
-            answer = self.read("Ctrl-C: abandon this mock? y = abandon (the report is saved), Enter = continue >", self.countdown)
+            answer = self.read("Ctrl-C: abandon this mock? y = abandon (the report is saved), Enter = continue >",
+                               self.countdown)
         except KeyboardInterrupt:
             raise Abandoned from None
         except EndOfInput:

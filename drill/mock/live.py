@@ -73,7 +73,9 @@ class LiveStatus:
     def status_text(self) -> str:
         """' ⏱  2:46 left · drill mock #3 · round 1: question 2/6 · 1:12 of budget', as of now."""
         assert self.countdown is not None
-        text = f" ⏱  {mmss(self.countdown.remaining())} left · {self.title}" + (f" · {self.phase}" if self.phase else "")
+        text = f" ⏱  {mmss(self.countdown.remaining())} left · {self.title}"
+        if self.phase:
+            text += f" · {self.phase}"
         if self.budget_until is not None:
             text += f" · {budget_left(self.budget_until - self.countdown.clock.monotonic())}"
         return text

@@ -21,7 +21,7 @@ import os
 import select
 import sys
 from collections.abc import Callable, Iterable
-from typing import IO, Protocol, Union
+from typing import IO, Protocol
 
 from rich.console import Console
 from rich.text import Text
@@ -144,7 +144,7 @@ def _drop_typeahead(fd: int, interactive: bool) -> None:
 # A scripted step: a line, (seconds spent before answering, line), or a callable
 # producing the line (run just before answering: tests copy a solution in there).
 # A line of None means end of input; "^C" raises KeyboardInterrupt.
-Step = Union[str, None, tuple[float, Union[str, None]], Callable[[], Union[str, None]]]
+Step = str | None | tuple[float, str | None] | Callable[[], str | None]
 INTERRUPT = "^C"
 
 
@@ -155,7 +155,8 @@ class ScriptedReader:
     reader does; `prompts` keeps every prompt shown, for assertions.
     """
 
-    def __init__(self, console: Console, clock: FakeClock, steps: Iterable[Step], *, clock_in_prompt: bool = True) -> None:
+    def __init__(self, console: Console, clock: FakeClock, steps: Iterable[Step], *,
+                 clock_in_prompt: bool = True) -> None:
         self.console = console
         self.clock = clock
         self.steps = list(steps)

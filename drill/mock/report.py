@@ -287,7 +287,8 @@ def _render_coding(console: Console, coding: dict[str, Any]) -> None:
 def render_history(console: Console, mocks: list[dict[str, Any]]) -> None:
     """Past mocks, oldest first, with the change in score since the previous finished one."""
     if not mocks:
-        console.print(Text("No mocks yet. Sit one with `drill mock` (try `--minutes 20 --questions 3` for a short one)."))
+        console.print(Text("No mocks yet. Sit one with `drill mock` "
+                           "(try `--minutes 20 --questions 3` for a short one)."))
         return
     rows: list[tuple[str, ...]] = []
     previous: float | None = None
@@ -301,7 +302,9 @@ def render_history(console: Console, mocks: list[dict[str, Any]]) -> None:
         final = coding.get("submissions", [])[-1:] if coding else []
         verdict = "—"
         if final:  # "not_attempted": how reports before untouched files stopped counting put it
-            verdict = "untouched" if final[0]["status"] == "not_attempted" else f"{final[0]['status']} {final[0]['passed']}/{final[0]['total']}"
+            last = final[0]
+            verdict = ("untouched" if last["status"] == "not_attempted"
+                       else f"{last['status']} {last['passed']}/{last['total']}")
         elif coding.get("untouched"):
             verdict = "untouched"
         elif coding.get("reached") is False and report:
@@ -328,7 +331,8 @@ def render_history(console: Console, mocks: list[dict[str, Any]]) -> None:
         if status in statuses:
             console.print(Text(note, style="dim"))
     if len(scores) >= 2:
-        console.print(Text(f"Finished mocks: {len(scores)}; first {scores[0]:.0f}, best {max(scores):.0f}, latest {scores[-1]:.0f}"))
+        console.print(Text(f"Finished mocks: {len(scores)}; first {scores[0]:.0f}, best {max(scores):.0f}, "
+                           f"latest {scores[-1]:.0f}"))
 
 
 HISTORY_COLUMNS = ("#", "date", "min", "status", "exercise", "concept", "coding", "score", "trend")

@@ -146,7 +146,8 @@ def _ask_overwrite(console: Console, reader: DeadlineReader, clock: Clock, base:
     existing = base / f"{exercise}.py"
     patience = Countdown(clock, 3600.0)  # before the mock's clock starts
     try:
-        answer = reader(f"{existing} exists. Overwrite it with the starter? y = overwrite, Enter = use {planned.folder.name}/ >", patience)
+        answer = reader(f"{existing} exists. Overwrite it with the starter? y = overwrite, "
+                        f"Enter = use {planned.folder.name}/ >", patience)
     except (EndOfInput, TimeUp):
         return planned
     if answer.strip().lower() in ("y", "yes", "overwrite"):
@@ -241,7 +242,8 @@ def _play(ctx: MockContext, planned: MockPlan, concept: ConceptRound, coding: Co
             console.print(Text("Time is up.", style="bold yellow"))
     except Abandoned as exc:
         outcome.status, outcome.code = "abandoned", EXIT_ABANDONED
-        why = "End of input before the time was up: mock abandoned" if isinstance(exc, InputClosed) else "Mock abandoned"
+        closed = isinstance(exc, InputClosed)
+        why = "End of input before the time was up: mock abandoned" if closed else "Mock abandoned"
         console.print(Text(f"{why} — saving what you did.", style="bold yellow"))
     except Terminated as exc:
         outcome.status, outcome.code = "interrupted", 128 + exc.signum

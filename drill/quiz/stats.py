@@ -141,12 +141,16 @@ def render_stats(stats: Stats, console: Any, prompts: Mapping[str, str] | None =
     from rich.text import Text
 
     prompts = prompts or {}
-    cram = f" (+ {stats.cram_reviews} cram answer{'s' * (stats.cram_reviews != 1)}, not scheduled)" if stats.cram_reviews else ""
-    console.print(Text(f"{stats.total_reviews} review{'s' * (stats.total_reviews != 1)}, {stats.cards} card{'s' * (stats.cards != 1)} scheduled{cram}", style="bold"))
+    cram = ""
+    if stats.cram_reviews:
+        cram = f" (+ {stats.cram_reviews} cram answer{'s' * (stats.cram_reviews != 1)}, not scheduled)"
+    reviews = f"{stats.total_reviews} review{'s' * (stats.total_reviews != 1)}"
+    console.print(Text(f"{reviews}, {stats.cards} card{'s' * (stats.cards != 1)} scheduled{cram}", style="bold"))
     if not stats.total_reviews and not stats.cram_reviews:
         console.print(Text("No reviews yet — start with `drill quiz`.", style="dim"))
     elif stats.cram_reviews:
-        console.print(Text("Cram answers are practice: they are not in retention, weakest topics or the forecast.", style="dim"))
+        console.print(Text("Cram answers are practice: they are not in retention, weakest topics or the forecast.",
+                           style="dim"))
 
     # Titles are printed as their own lines: a Table title wraps to the (narrow) table's width.
     console.print(Text(f"Reviews per day (last {HISTORY_DAYS} days)", style="bold"))
