@@ -137,10 +137,24 @@ def _bar(value: float, maximum: float, width: int = 24) -> str:
 
 
 def render_stats(stats: Stats, console: Any, prompts: Mapping[str, str] | None = None) -> None:
-    from rich.table import Table
+    """Everything `drill stats` shows, section by section; `prompts` names the leeches' questions."""
     from rich.text import Text
 
-    prompts = prompts or {}
+    _render_totals(stats, console)
+    # Titles are printed as their own lines: a Table title wraps to the (narrow) table's width.
+    console.print(Text(f"Reviews per day (last {HISTORY_DAYS} days)", style="bold"))
+    console.print(_days_table(stats))
+    console.print(Text("Retention by topic (share of scheduled reviews not rated Again)", style="bold"))
+    console.print(_topics_table(stats))
+    console.print(Text(f"Due in the next {FORECAST_DAYS} days (today includes overdue)", style="bold"))
+    console.print(_forecast_table(stats))
+    _render_weakest(stats, console)
+    _render_leeches(stats, console, prompts or {})
+
+
+def _render_totals(stats: Stats, console: Any) -> None:
+    from rich.text import Text
+
     cram = ""
     if stats.cram_reviews:
         cram = f" (+ {stats.cram_reviews} cram answer{'s' * (stats.cram_reviews != 1)}, not scheduled)"
@@ -152,8 +166,11 @@ def render_stats(stats: Stats, console: Any, prompts: Mapping[str, str] | None =
         console.print(Text("Cram answers are practice: they are not in retention, weakest topics or the forecast.",
                            style="dim"))
 
-    # Titles are printed as their own lines: a Table title wraps to the (narrow) table's width.
-    console.print(Text(f"Reviews per day (last {HISTORY_DAYS} days)", style="bold"))
+
+def _days_table(stats: Stats) -> Any:
+    from rich.table import Table
+    from rich.text import Text
+
     days = Table()
     days.add_column("day")
     days.add_column("reviews", justify="right")
@@ -164,9 +181,14 @@ def render_stats(stats: Stats, console: Any, prompts: Mapping[str, str] | None =
     for day, n in stats.per_day:
         cram_cell = [f"+{stats.cram_per_day[day]}" if day in stats.cram_per_day else ""] if stats.cram_per_day else []
         days.add_row(f"{day:%a %m-%d}", str(n), *cram_cell, Text(_bar(n, peak), style="cyan"))
-    console.print(days)
+    return days
 
-    console.print(Text("Retention by topic (share of scheduled reviews not rated Again)", style="bold"))
+
+def _topics_table(stats: Stats) -> Any:
+    """Retention per topic; a topic with too few reviews to be ranked weakest says so on its row."""
+    from rich.table import Table
+    from rich.text import Text
+
     topics = Table()
     topics.add_column("topic")
     topics.add_column("reviews", justify="right")
@@ -180,9 +202,13 @@ def render_stats(stats: Stats, console: Any, prompts: Mapping[str, str] | None =
         topics.add_row(row.topic, str(row.reviews), f"{row.retention:.0%}", bar)
     if not stats.by_topic:
         topics.add_row("—", "0", "—", "")
-    console.print(topics)
+    return topics
 
-    console.print(Text(f"Due in the next {FORECAST_DAYS} days (today includes overdue)", style="bold"))
+
+def _forecast_table(stats: Stats) -> Any:
+    from rich.table import Table
+    from rich.text import Text
+
     forecast = Table()
     forecast.add_column("day")
     forecast.add_column("due", justify="right")
@@ -190,17 +216,20 @@ def render_stats(stats: Stats, console: Any, prompts: Mapping[str, str] | None =
     peak = max((n for _, n in stats.forecast), default=0)
     for day, n in stats.forecast:
         forecast.add_row(f"{day:%a %m-%d}", str(n), Text(_bar(n, peak), style="magenta"))
-    console.print(forecast)
+    return forecast
 
-    _render_weakest(stats, console)
-    if stats.leeches:
-        console.print(Text(f"Leeches (≥{LEECH_LAPSES} lapses): rewrite your notes on these", style="bold red"))
-        for qid, lapses in stats.leeches:
-            prompt = prompts.get(qid, "")
-            short = (prompt.splitlines()[0][:70] if prompt else "")
-            console.print(Text(f"  {qid} — {lapses} lapses" + (f" — {short}" if short else "")))
-    else:
+
+def _render_leeches(stats: Stats, console: Any, prompts: Mapping[str, str]) -> None:
+    from rich.text import Text
+
+    if not stats.leeches:
         console.print(Text("No leeches.", style="dim"))
+        return
+    console.print(Text(f"Leeches (≥{LEECH_LAPSES} lapses): rewrite your notes on these", style="bold red"))
+    for qid, lapses in stats.leeches:
+        prompt = prompts.get(qid, "")
+        short = (prompt.splitlines()[0][:70] if prompt else "")
+        console.print(Text(f"  {qid} — {lapses} lapses" + (f" — {short}" if short else "")))
 
 
 def _render_weakest(stats: Stats, console: Any) -> None:
