@@ -54,8 +54,8 @@ def _show_help(ctx: typer.Context) -> NoReturn:
     """Bare `drill` (or a command whose Typer shows help when given nothing) prints the help and exits 0.
 
     Why 0: typing the program's name alone is how a new user asks what it does.
-    Typer's `no_args_is_help` exits 2 instead (Click >= 8.2 raises NoArgsIsHelpError,
-    a UsageError, for it: pallets/click#1489), which reads as "you did it wrong".
+    Typer's `no_args_is_help` exits 2 instead (the Click it vendors raises NoArgsIsHelpError,
+    a UsageError, for it since pallets/click#1489), which reads as "you did it wrong".
     """
     text = ctx.get_help()  # Typer's rich help prints itself and returns ""
     if text:
