@@ -185,7 +185,8 @@ def _mha_est(size: int, dims: dict, elem: int) -> int:
 
 
 def _mha_learner(mod: Any, x: dict, dims: dict) -> Call:
-    m = load_module(lambda: mod.MultiHeadAttention(dims["d_model"], dims["H"]), x["weights"], x["x"].dtype, x["x"].device)
+    m = load_module(lambda: mod.MultiHeadAttention(dims["d_model"], dims["H"]), x["weights"], x["x"].dtype,
+                    x["x"].device)
     return lambda: m(x["x"])
 
 
@@ -322,7 +323,8 @@ def _swiglu_build(size: int, dims: dict, dtype: Any, device: Any, seed: int = 0)
     g = _gen(seed, device)
     ff = ffn_hidden(size)
     shapes = {"w_gate.weight": (ff, size), "w_up.weight": (ff, size), "w_down.weight": (size, ff)}
-    return {"x": _randn(g, dims["N"], size, dtype=dtype, device=device), "weights": _linear_weights(g, shapes, dtype, device)}
+    return {"x": _randn(g, dims["N"], size, dtype=dtype, device=device),
+            "weights": _linear_weights(g, shapes, dtype, device)}
 
 
 def _swiglu_reference(ref: Any, impl: str, x: dict, dims: dict) -> Call:

@@ -1,258 +1,29 @@
-"""The two rounds of a mock: concept questions, then a coding task.
+"""The coding round of a mock: write the starter, grade on request, grade once more at the end.
 
-Each round keeps its results in a list/object that is filled in as it goes,
-so whatever ends the mock (time, Ctrl-C, a deleted file) the report is built
-from exactly what happened up to that point. Concept questions are asked by
-the quiz engine (`drill.quiz.session.Session.ask`: same checking, same FSRS
-update, recorded with source='mock'); grading is `drill.judge.check.check_file`.
+Grading is `drill.judge.check.check_file` (injected as `Grader`, so tests can
+stub it); every graded file is recorded as an attempt tied to the mock.
 """
 
 from __future__ import annotations
 
 import hashlib
-import random
 from collections.abc import Callable
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.text import Text
-
 from drill.errors import UserError
-from drill.mock.clock import Clock, Countdown, mmss
+from drill.mock.context import InputClosed, MockContext
 from drill.mock.plan import CodingFile, write_starter
-from drill.mock.reader import DeadlineReader, EndOfInput, TimeUp
-from drill.quiz.schedule import AGAIN, GOOD, HARD, Scheduler
-from drill.quiz import kinds
-from drill.quiz.schema import Question
-from drill.quiz.session import HINT_WORDS, QUIT_WORDS, Session
-from drill.store import Attempt, Store
+from drill.mock.reader import EndOfInput, TimeUp
+from drill.quiz.session import QUIT_WORDS
+from drill.store import Attempt
 
-SKIP_WORDS = {"skip", "pass"}
-# A question on screen this long when the mock's clock runs out, still unanswered, is a
-# lapse (rated Again). Less than this is too short even to read it: not rated, only "missed".
-MIN_SEEN_S = 5.0
 SUBMIT_WORDS = {"", "submit", "s"}
 FINISH_WORDS = {"done", "finish"} | QUIT_WORDS
 KEEP_WORDS = {"", "keep", "k", "y", "yes"} | FINISH_WORDS
 
 Grader = Callable[[Path, str, "int | None"], Any]  # (file, exercise, seed) -> drill.judge.check.Result
-
-
-class Abandoned(Exception):
-    """The learner chose to abandon the mock (or Ctrl-C without a terminal to ask on)."""
-
-
-class InputClosed(Abandoned):
-    """End of input (Ctrl-D, a pipe that ran dry) before the time was up and the rounds done.
-
-    Nothing more can ever be typed, so the learner has walked away: the mock is
-    abandoned exactly as with Ctrl-C (same status, same exit code, no final
-    grade of an unsubmitted file), not reported as completed. A mock whose
-    rounds all finished never reads again, so it cannot end this way.
-    """
-
-
-class _Skip(Exception):
-    pass
-
-
-class _EndRound(Exception):
-    pass
-
-
-@dataclass
-class MockContext:
-    """What both rounds share: I/O, time, the store and the mock's id."""
-
-    console: Console
-    read: DeadlineReader
-    clock: Clock
-    countdown: Countdown
-    store: Store
-    mock_id: int
-    rng: random.Random
-    interactive: bool
-    seed: int | None = None
-    live: Any = None  # drill.mock.live.LiveStatus on a terminal, else None
-    on_progress: Callable[[], None] | None = None  # checkpoints the report (drill.mock.run)
-
-    def progress(self) -> None:
-        """Something worth keeping happened (a question settled, a file graded): checkpoint it."""
-        if self.on_progress is not None:
-            self.on_progress()
-
-    def phase(self, text: str) -> None:
-        if self.live is not None:
-            self.live.set_phase(text)
-
-    def busy(self) -> Any:
-        """Context for a long blocking call: the countdown keeps ticking on a terminal."""
-        return self.live.ticking() if self.live is not None else nullcontext()
-
-    def say(self, text: str, style: str = "") -> None:
-        self.console.print(Text(text, style=style))
-
-    def interrupted(self) -> None:
-        """After Ctrl-C: ask whether to abandon (raises Abandoned) or carry on (returns).
-
-        The clock keeps running while the question is on screen: a real
-        interview does not stop either. Without a terminal there is nobody to
-        ask, so Ctrl-C abandons.
-        """
-        self.console.print()
-        if not self.interactive:
-            raise Abandoned
-        try:
-            answer = self.read("Ctrl-C: abandon this mock? y = abandon (the report is saved), Enter = continue >", self.countdown)
-        except KeyboardInterrupt:
-            raise Abandoned from None
-        except EndOfInput:
-            raise InputClosed from None
-        if answer.strip().lower() in ("y", "yes", "abandon"):
-            raise Abandoned
-        self.say("continuing — the clock did not stop", "yellow")
-
-
-# -- concept round ---------------------------------------------------------
-
-
-@dataclass
-class QuestionResult:
-    id: str
-    topic: str
-    kind: str
-    budget_s: float
-    outcome: str = "missed"  # right | partial | wrong | skipped | timeout | missed (not answered, not rated)
-    rating: int | None = None
-    seconds: float | None = None
-
-    @property
-    def points(self) -> float:
-        return {"right": 1.0, "partial": 0.5}.get(self.outcome, 0.0)
-
-
-def _outcome(rating: int, right: bool | None) -> str:
-    if right is not None:
-        return "right" if right else "wrong"
-    return "right" if rating >= GOOD else "partial" if rating == HARD else "wrong"
-
-
-@dataclass
-class ConceptRound:
-    ctx: MockContext
-    questions: list[Question]
-    budgets: list[float]
-    scheduler: Scheduler
-    results: list[QuestionResult] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        self.results = [QuestionResult(q.id, q.topic, q.kind, b) for q, b in zip(self.questions, self.budgets)]
-
-    def run(self) -> None:
-        """Ask every question; TimeUp and Abandoned propagate (results so far are kept)."""
-        ctx = self.ctx
-        if not self.questions:
-            return
-        ctx.console.print()
-        ctx.say(f"Round 1 — {len(self.questions)} concept question{'s' * (len(self.questions) != 1)}", "bold")
-        for index, (question, result) in enumerate(zip(self.questions, self.results)):
-            began = ctx.clock.monotonic()
-            self._header(index, question, result)
-            typed: list[str] = []  # the learner's lines for this question, hints excluded
-            session = Session(
-                ctx.store, ctx.console, self._line_reader(began, result.budget_s, typed), self.scheduler, ctx.rng,
-                ctx.clock.now, source="mock",
-            )
-            try:
-                while True:
-                    try:
-                        rating, _answer, right = session.ask(question)
-                        result.rating, result.outcome = rating, _outcome(rating, right)
-                        break
-                    except KeyboardInterrupt:
-                        ctx.interrupted()
-                        self._header(index, question, result)  # continue: the same question again
-            except _Skip:
-                self._pass_on(session, question, result, began, "(skipped in a mock)")
-                ctx.say("skipped — it goes on your review list and comes back soon in drill quiz", "yellow")
-            except _EndRound:
-                self._pass_on(session, question, result, began, "(skipped in a mock: round ended)")
-                ctx.say("concept round ended early: this question counts as skipped, the rest as missed", "yellow")
-                return
-            except EndOfInput:
-                raise InputClosed from None  # the question on screen and the rest count as missed
-            except TimeUp:
-                self._time_ran_out(session, question, result, began, typed)
-                raise
-            finally:
-                result.seconds = self._on_screen(began)
-                ctx.progress()
-            if result.seconds > result.budget_s:
-                ctx.say(f"took {mmss(result.seconds)} of a {mmss(result.budget_s)} budget", "yellow")
-
-    def _pass_on(self, session: Session, question: Question, result: QuestionResult, began: float, note: str) -> None:
-        """The learner saw the question and chose not to answer: a failed recall (Again)."""
-        result.outcome, result.rating = "skipped", AGAIN
-        session.record_miss(question, note, self.ctx.clock.monotonic() - began)
-
-    def _time_ran_out(self, session: Session, question: Question, result: QuestionResult, began: float,
-                      typed: list[str]) -> None:
-        """The mock's clock ran out with this question on screen.
-
-        Rule: on screen for MIN_SEEN_S or more and not answered -> a lapse, rated
-        Again (like a skip), outcome 'timeout'. Shorter -> 'missed', not rated:
-        the learner had no fair chance to read it. A recall question whose answer
-        was typed but not yet self-rated is also left unrated: the answer may well
-        have been right, and only the learner could say.
-        """
-        shown = self._on_screen(began)
-        answered_recall = kinds.get(question.kind).self_rated and bool(typed)
-        if shown < MIN_SEEN_S or answered_recall:
-            return
-        result.outcome, result.rating = "timeout", AGAIN
-        session.record_miss(question, "(time ran out in a mock)", shown)
-
-    def _on_screen(self, began: float) -> float:
-        """Seconds since the question appeared, not counting past the mock's deadline."""
-        return min(self.ctx.clock.monotonic(), self.ctx.countdown.deadline) - began
-
-    def _header(self, index: int, question: Question, result: QuestionResult) -> None:
-        ctx = self.ctx
-        ctx.phase(f"round 1: question {index + 1}/{len(self.questions)}")
-        ctx.console.print()
-        ctx.say(
-            f"Question {index + 1}/{len(self.questions)} · {question.topic} · {question.kind} · "
-            f"budget {mmss(result.budget_s)} · {mmss(ctx.countdown.remaining())} left in the mock",
-            "bold magenta",
-        )
-
-    def _line_reader(self, began: float, budget: float, typed: list[str]) -> Callable[[str], str]:
-        """The quiz engine's LineReader, with the question's budget in the prompt and
-        the mock's own words (skip, q) taken out before the quiz sees them; every
-        other line but a hint request is appended to `typed`."""
-        ctx = self.ctx
-
-        def read(prompt: str) -> str:
-            spent = ctx.clock.monotonic() - began
-            left = budget - spent
-            tag = f"{mmss(left)} of budget" if left > 0 else f"over budget by {mmss(-left)}"
-            line = ctx.read(f"({tag}) {prompt}", ctx.countdown)
-            word = line.strip().lower()
-            if word in SKIP_WORDS:
-                raise _Skip
-            if word in QUIT_WORDS:
-                raise _EndRound
-            if word not in HINT_WORDS:
-                typed.append(line)
-            return line
-
-        return read
-
-
-# -- coding round ----------------------------------------------------------
 
 
 def coding_credit(status: str, passed: int, total: int) -> float:
@@ -333,7 +104,8 @@ class CodingRound:
         ctx.say(f"Round {self.number} — coding: implement `{self.exercise}`", "bold")
         ctx.say(f"Your file: {self.coding.path}", "bold green")
         if self.coding.fresh_folder:
-            ctx.say(f"({self.coding.folder.parent / (self.exercise + '.py')} already exists, so a fresh folder was made)", "dim")
+            taken = self.coding.folder.parent / f"{self.exercise}.py"
+            ctx.say(f"({taken} already exists, so a fresh folder was made)", "dim")
         ctx.say("Open it in your editor; its docstring is the contract. Save, then press Enter (or type submit) "
                 "to run the hidden tests. Resubmit as often as you like; type done to finish early. "
                 "When time runs out, the last saved version is graded. Your last graded file is the one that counts.")
@@ -467,7 +239,8 @@ class CodingRound:
         ctx = self.ctx
         digest = self._digest()
         if digest == self._starter_digest:
-            ctx.say("✗ the file is still the untouched starter — nothing to grade yet (save your edits first)", "bold red")
+            ctx.say("✗ the file is still the untouched starter — nothing to grade yet (save your edits first)",
+                    "bold red")
             return None
         if digest == self._graded_digest and self.submissions:
             last = self.submissions[-1]
