@@ -66,7 +66,7 @@ def test_no_wrong_formula_is_graded_right_on_any_draw(questions: tuple[Question,
         right = parametric.answer(q, env)
         for wrong in q.wrong_formulas:
             try:
-                value = parametric._finite(parametric.compiled(wrong.formula).evaluate(env))
+                value = parametric.finite(parametric.compiled(wrong.formula).evaluate(env))
             except FormulaError:
                 continue
             assert not q.tolerance.accepts(value, right), (

@@ -88,7 +88,7 @@ def test_watch_regrades_a_real_check_after_the_fix(tmp_path: Path) -> None:
                 verdicts.append(r.status if r.diagnosis is None else r.diagnosis.id)
 
         watch([f], grade, poll_s=0.1, debounce_s=0.2, max_rounds=2, sleep=t.sleep, clock=t.clock)
-    assert verdicts == ["rope_sign_flipped", "pass"]
+    assert verdicts == ["rope_sign_flipped", "pass"], details
 
 
 @pytest.mark.parametrize(("script", "missing_at", "grades"), [

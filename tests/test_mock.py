@@ -23,6 +23,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from drill.cli import app
+from drill.quiz import kinds
 from drill.mock.clock import Countdown, FakeClock, SystemClock
 from drill.mock.concept import MIN_SEEN_S
 from drill.mock.reader import INTERRUPT, EndOfInput, ScriptedReader, TimeUp, stream_reader
@@ -613,7 +614,7 @@ def test_the_concept_round_always_leaves_time_to_grade(minutes: float, asked: in
     assert sum(budgets) <= plan.concept_seconds(minutes) + 1e-9
     assert minutes * 60 - sum(budgets) >= min(plan.CODING_MIN_S, minutes * 60)
     if minutes >= 45 and asked <= 6:  # a long mock asks everything at each kind's usual time
-        assert kept == questions and budgets == [plan.KIND_BUDGET_S[q.kind] for q in questions]
+        assert kept == questions and budgets == [kinds.get(q.kind).budget_s for q in questions]
 
 
 def test_a_short_mock_says_what_did_not_fit_and_why(tmp_path: Path, bank: Path) -> None:

@@ -131,7 +131,7 @@ def test_a_kind_registered_alone_works_everywhere(tmp_path: Path, home: Path, mo
         assert [(r.question_id, r.rating) for r in store.reviews()] == [("toy-count-one", 3)]
     # the mock's budget and the export come from the kind
     questions = list(load_bank(bank, cache_dir=tmp_path / "cache").questions)
-    assert plan.budgets(questions, 60) == [42.0]
+    assert plan.fit_questions(questions, 60)[1] == [42.0]
     out = tmp_path / "toys.apkg"
     assert runner.invoke(app, ["export", "anki", "--bank", str(bank), "-o", str(out)]).exit_code == 0
     assert out.stat().st_size > 0
