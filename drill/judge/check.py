@@ -230,7 +230,7 @@ def _grade(result: Result, spec: Any, cases: list, child: Any, outcome: Any, str
     import torch
 
     from drill.judge.compare import Comparison, compare
-    from drill.judge.diagnose import GENERIC, CaseEval, diagnose_cases, where
+    from drill.judge.diagnose import GENERIC, CaseEval, again_check, diagnose_cases, where
     from drill.judge.inmodel_verdict import IN_MODEL_ONLY, compare_tokens, in_model_note, is_token_case
 
     result.output_tail = outcome.output_tail
@@ -310,6 +310,10 @@ def _grade(result: Result, spec: Any, cases: list, child: Any, outcome: Any, str
                 ev.forward = compare(
                     got, case.expected, tol_of(case), care=case.care, dtype=case.out_dtype, what=case.ctx.get("what", "output")
                 )
+            again = saved.get("again")  # a determinism probe's second output (specs/_common.twice_probe)
+            if isinstance(again, torch.Tensor) and case.derive is None:
+                ev.again = again
+                ev.forward = again_check(ev.forward, got, again, tol_of(case), case.care)
             if ev.forward.ok and case.wants_grads:
                 flag = saved.get("__grad_error__")
                 grad_msg = next((e.get("message") for e in events if e.get("event") == "grad_error" and e.get("case") == i), None)

@@ -165,6 +165,9 @@ class Spec:
     prepare: Callable[[list[Case], dict[str, Any]], Any] | None = None
     # Advisory audit run in the child after the cases (see drill/judge/audit.py): {"name": ..., config}.
     audit: dict[str, Any] | None = None
+    # (argument name, Diagnosis): an optional argument some cases leave out (attention's mask). When every
+    # case without it raises and no case with it does, the code does not handle its absence (mask=None).
+    absent_arg_bugs: Sequence[tuple[str, Diagnosis]] = ()
 
 
 # The forbidden-op sets of EXERCISES.md, shared by the specs that use them.
