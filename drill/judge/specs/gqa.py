@@ -32,7 +32,7 @@ from drill.judge.specs._attention_bugs import (
     shape_scales,
     split_heads,
 )
-from drill.judge.specs._common import DTYPES, TOLERANCES, Draw, reference_with_grads, repeat_probe
+from drill.judge.specs._common import DTYPES, TOLERANCES, Draw, reference_with_grads, repeat_probe, twice_probes
 
 TARGET = "GroupedQueryAttention"
 PROJ = ("q_proj", "k_proj", "v_proj", "o_proj")
@@ -55,7 +55,8 @@ GD = {
 }
 
 # The attention-level mistakes that make sense for causal self-attention (no user mask to invert or fully block).
-APPLICABLE = ("missing_scale", "scale_after_softmax", "wrong_scale", "softmax_wrong_axis", "mask_fill_zero", "mask_after_softmax", "no_max_subtraction")
+APPLICABLE = ("missing_scale", "scale_after_softmax", "wrong_scale", "softmax_wrong_axis", "mask_fill_zero", "mask_after_softmax", "no_max_subtraction",
+              "softmax_discarded")  # the last: a mistake of real code (issue 18)
 
 
 def _case(d: Draw, name: str, B: int, T: int, h: int, h_kv: int, dh: int, *, dtype="float32", grads=False, scale=1.0) -> Case:
@@ -86,7 +87,7 @@ def _case(d: Draw, name: str, B: int, T: int, h: int, h_kv: int, dh: int, *, dty
 def make_cases(seed: int) -> list[Case]:
     d = Draw(seed)
     T = lambda: d.int(5, 10)  # noqa: E731 - a fresh length per case
-    return [
+    return twice_probes([
         _case(d, "fp32 GQA n_heads=4, n_kv_heads=2 (group 2)", 2, T(), 4, 2, d.choice([8, 16]), grads=True),
         _case(d, "fp32 MHA n_heads=n_kv_heads=4", 2, T(), 4, 4, 8, grads=True),
         _case(d, "fp32 MQA n_heads=4, n_kv_heads=1", 2, T(), 4, 1, 8, grads=True),
@@ -97,7 +98,7 @@ def make_cases(seed: int) -> list[Case]:
         _case(d, "fp16 GQA n_heads=4, n_kv_heads=2", 2, T(), 4, 2, 16, dtype="float16"),
         _case(d, "bf16 GQA n_heads=8, n_kv_heads=2", 2, T(), 8, 2, 8, dtype="bfloat16"),
         _repeat_case(d, T()),  # drawn last: the cases above are unchanged for a seed
-    ]
+    ])
 
 
 def _repeat_case(d: Draw, t: int) -> Case:

@@ -26,7 +26,7 @@ from drill.judge.specs._attention_bugs import (
     shape_scales,
     split_heads,
 )
-from drill.judge.specs._common import DTYPES, TOLERANCES, Draw, reference_with_grads, repeat_probe
+from drill.judge.specs._common import DTYPES, TOLERANCES, Draw, reference_with_grads, repeat_probe, twice_probes
 
 TARGET = "MultiHeadAttention"
 PROJ = ("q_proj", "k_proj", "v_proj", "o_proj")
@@ -120,7 +120,7 @@ def make_cases(seed: int) -> list[Case]:
     cases.append(
         _case(d, "bf16 causal mask, n_heads=2", 2, T, 32, 2, torch.ones(T, T, dtype=torch.bool).tril(), dtype="bfloat16")
     )
-    return cases + _mask_shape_cases(d) + [_repeat_case(d)]  # each drawn after the ones before
+    return twice_probes(cases + _mask_shape_cases(d) + [_repeat_case(d)])  # each drawn after the ones before
 
 
 def _mask_shape_cases(d: Draw) -> list[Case]:
@@ -268,4 +268,5 @@ SPEC = Spec(
     exception_bugs=(("without overflow", D["fp16_fill_overflow"]),),
     forbidden=FORBIDDEN_ATTENTION,
     forbidden_classes=FORBIDDEN_ATTENTION_CLASSES,
+    absent_arg_bugs=(("mask", D["mask_none_unhandled"]),),
 )
