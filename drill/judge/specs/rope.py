@@ -36,9 +36,9 @@ from __future__ import annotations
 import torch
 
 from drill.judge.spec import Bug, Case, Spec, Tolerance
-from drill.judge.specs._common import TOLERANCES, Draw, reference_with_grads, repeat_probe
+from drill.judge.specs._common import TOLERANCES, Draw, reference_with_grads, repeat_probe, twice_probes
 from drill.judge.diagnose import GENERIC
-from drill.judge.specs._rope_bugs import CONVENTIONS, RD, ROPE_VARIANTS, rotate
+from drill.judge.specs._rope_bugs import CONVENTIONS, RD, ROPE_VARIANTS, apply_convention, rotate
 
 TARGET = "apply_rope"
 ANGLE_ERROR_PER_POSITION = 3e-7  # measured spread of correct fp32-angle solutions ~1e-7 x position
@@ -150,7 +150,7 @@ def make_cases(seed: int) -> list[Case]:
     cases.append(_relative_case(d, d.choice([8, 16])))
     cases.append(_repeat_case(d))
     _annotate_stale(cases)  # draws nothing
-    return cases
+    return twice_probes(cases)  # draws nothing
 
 
 # How a cos/sin cache keyed without the positions can be kept: (label, key fields, only the
@@ -229,22 +229,8 @@ def reference(case: Case):
 
 
 def prepare(cases: list[Case], attrs: dict) -> tuple | None:
-    """Apply the file's declared CONVENTION (reported by the child); refuse an unknown one."""
-    info = attrs.get("CONVENTION") or {}
-    if not info.get("present"):
-        convention, declared = "half", "absent"
-    else:
-        value = info.get("value")
-        if not isinstance(value, str) or value not in CONVENTIONS:
-            shown = repr(value) if info.get("type") in ("str", "int", "float", "bool", "NoneType") else f"a {info.get('type')}"
-            return RD["rope_convention_invalid"], f"CONVENTION is {shown}; expected \"half\" or \"interleaved\""
-        convention, declared = value, value
-    for case in cases:
-        case.ctx["convention"], case.ctx["declared"] = convention, declared
-        alt = case.ctx.get("alt")
-        if alt is not None:
-            case.expected, case.expected_grads = alt[convention]
-    return None
+    """Apply the file's declared CONVENTION (reported by the child); refuse an unknown one (shared with kv_cache)."""
+    return apply_convention(cases, attrs)
 
 
 def _variant(fn):
