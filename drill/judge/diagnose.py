@@ -181,8 +181,9 @@ def diagnose_cases(spec: Spec, evals: list[CaseEval], tolerance_of: Any) -> Verd
     if bug is not None and absent is not None:  # two mistakes: name the one explaining more failing tests
         first, second = (bug, absent) if bug.explained >= absent.explained else (absent, bug)
         n = second.explained
-        first.detail += (f"; another mistake shows on {n} other failing test{'s' if n != 1 else ''}: "
-                         f"{second.diagnosis.title} ({second.diagnosis.id})")
+        first.detail += (f"; there is more than one mistake: {second.diagnosis.title} ({second.diagnosis.id}) "
+                         f"shows on {n} other failing test{'s' if n != 1 else ''}")
+        first.partial = True
         return first
     if bug is not None or absent is not None:
         return bug or absent
@@ -394,10 +395,13 @@ def match_bug(spec: Spec, evals: list[CaseEval], tolerance_of: Any) -> Verdict |
         n, _, bug = max(consistent, key=lambda t: t[:2])
         label = f" ({bug.label})" if bug.label else ""
         detail = f"your output matches this mistake{label} on {n} failing test{'s' if n != 1 else ''}"
+        if bug.also:  # a composed variant: both mistakes are in the code
+            detail = (f"your output matches this mistake and {bug.also} together{label} on {n} failing "
+                      f"test{'s' if n != 1 else ''}: there is more than one mistake; fix this one first")
         others = _other_ids(bug, [b for _, _, b in consistent])
         if others:
             detail += f"; also consistent with: {', '.join(others)}"
-        return Verdict(bug.diagnosis, detail, explained=n)
+        return Verdict(bug.diagnosis, detail, partial=bool(bug.also), explained=n)
     if partial:
         n, _, bug = max(partial, key=lambda t: t[:2])
         label = f" ({bug.label})" if bug.label else ""

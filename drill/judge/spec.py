@@ -65,6 +65,9 @@ class Bug:
     # consistency rule still applies to every case, so a fit can only name a mistake whose
     # every failing case is reproduced exactly by one member of the family.
     fit: bool = False
+    # A composed variant, two mistakes at once (e.g. K/V tiled *and* no scale): the id of the second one. It is
+    # named like any variant (the first mistake, the one showing on more tests) and the verdict says two are present.
+    also: str = ""
 
 
 @dataclass

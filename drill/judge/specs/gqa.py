@@ -173,6 +173,12 @@ def _fit_scale(case: Case, got):
     return closest(got, [gqa_variant(case, scale=c) for c in scales])
 
 
+def _tiles(case: Case) -> bool:
+    """Whether tiling K/V differs from grouping them here (1 < n_kv_heads < n_heads)."""
+    h, h_kv = case.ctx["n_heads"], case.ctx["n_kv_heads"]
+    return h_kv > 1 and h // h_kv > 1
+
+
 _SIZES = {
     "d_head": lambda c: c.args["x"].shape[-1] // c.ctx["n_heads"],
     "d_model": lambda c: c.args["x"].shape[-1],
@@ -193,6 +199,10 @@ BUGS = [
     Bug(D["heads_strided_split"], lambda c: gqa_variant(c, strided_split=True), "view(B, T, d_head, heads) to split"),
     *NAMED_SCALES,
     Bug(D["wrong_scale"], _fit_scale, "another factor made of the sizes", fit=True),
+    # Two independent slips at once. Alone, each reproduces only the tests the other cannot touch (MHA/MQA for
+    # the scale; T = 1 and saturated large logits for the tiling), so which one matched more depended on the seed.
+    Bug(D["missing_scale"], lambda c: gqa_variant(c, tiled=_tiles(c), scale=1.0), "no scaling; K/V heads tiled",
+        also="gqa_tiled_kv"),
 ] + [Bug(D[i], (lambda fn: lambda c: gqa_variant(c, core=fn))(fn), label) for i, label, fn in ATTENTION_VARIANTS if i in APPLICABLE]
 
 SPEC = Spec(
