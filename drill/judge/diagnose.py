@@ -385,12 +385,20 @@ def match_bug(spec: Spec, evals: list[CaseEval], tolerance_of: Any) -> Verdict |
     n_failing = sum(not ev.forward.ok for ev in evals)
     consistent: list[tuple[int, int, Bug]] = []  # (explained, order, bug)
     partial: list[tuple[int, int, Bug]] = []
+    # First pass: only whether each variant is consistent, stopping at its first contradiction, failing
+    # tests first (where a wrong variant shows at once). Most variants are out after one or two cases,
+    # so a failing check pays for the few that fit, not for every variant on every case. Only when none
+    # fits does the second pass score them all for the partial match; the verdict is the same either way.
+    ordered = sorted(evals, key=lambda ev: ev.forward.ok)
     for order, bug in enumerate(spec.bugs):
-        explained, matched, is_consistent = _score_bug(bug, evals, tolerance_of)
+        explained, _, is_consistent = _score_bug(bug, ordered, tolerance_of, stop_early=True)
         if is_consistent and explained:
             consistent.append((explained, -order, bug))
-        elif matched:
-            partial.append((matched, -order, bug))
+    if not consistent:
+        for order, bug in enumerate(spec.bugs):
+            _, matched, _ = _score_bug(bug, evals, tolerance_of)
+            if matched:
+                partial.append((matched, -order, bug))
     if consistent:
         n, _, bug = max(consistent, key=lambda t: t[:2])
         label = f" ({bug.label})" if bug.label else ""
@@ -435,13 +443,18 @@ def _other_counts(best: Bug, scored: list[tuple[int, int, Bug]]) -> list[str]:
     return [f"{i} on {n} test{'s' if n != 1 else ''}" for i, n in sorted(most.items(), key=lambda t: -t[1])]
 
 
-def _score_bug(bug: Bug, evals: list[CaseEval], tolerance_of: Any) -> tuple[int, int, bool]:
-    """(failing cases explained if consistent, failing cases matched exactly, consistent with all cases)."""
+def _score_bug(bug: Bug, evals: list[CaseEval], tolerance_of: Any, stop_early: bool = False) -> tuple[int, int, bool]:
+    """(failing cases explained if consistent, failing cases matched exactly, consistent with all cases).
+
+    stop_early: return at the first case contradicting the variant (the counts are then partial).
+    """
     from drill.judge.compare import compare
 
     explained = matched = 0
     consistent = True
     for ev in evals:
+        if stop_early and not consistent:
+            break
         case = ev.case
         try:
             produced = bug.fn(case, ev.got) if bug.fit else bug.fn(case)
