@@ -98,7 +98,7 @@ class PastKVAttention(nn.Module):
     """Adapts a kv_cache-exercise module to the decoder's attention protocol.
 
     The wrapped module has the `CachedSelfAttention` contract (exercises/README.md):
-    `forward(x, past_kv=None) -> (out, (k_all, v_all))`, RoPE "half" inside,
+    `forward(x, past_kv=None) -> (out, (k_all, v_all))`, RoPE inside (in the file's CONVENTION),
     built with `rope_base = config.rope_theta`. Its new keys/values are written
     to the decoder's static cache, and the cache's filled views are passed back
     as `past_kv` on the next call. Its weights live under `inner.`.

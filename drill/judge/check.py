@@ -388,7 +388,7 @@ def _evaluate(spec: Any, cases: list, child: Any, events: list) -> list:
     import torch
 
     from drill.judge.compare import Comparison, compare
-    from drill.judge.diagnose import CaseEval
+    from drill.judge.diagnose import CaseEval, again_check
     from drill.judge.inmodel_verdict import compare_tokens, is_token_case
 
     tol_of = _tolerance_of(spec)
@@ -418,6 +418,10 @@ def _evaluate(spec: Any, cases: list, child: Any, events: list) -> list:
         else:
             ev.forward = compare(got, case.expected, tol_of(case), care=case.care, dtype=case.out_dtype,
                                  what=case.ctx.get("what", "output"))
+        again = saved.get("again")  # a determinism probe's second output (specs/_common.twice_probes)
+        if isinstance(again, torch.Tensor) and case.derive is None:
+            ev.again = again
+            ev.forward = again_check(ev.forward, got, again, tol_of(case), case.care)
         if not (ev.forward.ok and case.wants_grads):
             continue
         flag = saved.get("__grad_error__")

@@ -644,6 +644,13 @@ def run_case(mod, case: dict, tensors: dict) -> dict:
         result["__grad_error__"] = torch.tensor([1 if grad_error else 0])
         if grad_error:
             record({"event": "grad_error", "case": case["index"], "message": grad_error})
+    # A determinism probe (extra "twice", specs/_common.twice_probe): after the graded call and its
+    # backward, the same function or module instance is called again on fresh copies of the same
+    # inputs; the parent compares the two outputs (dropout left active differs, a correct file cannot).
+    if (case.get("extra") or {}).get("twice"):
+        again = call(*[value(a) for a in case["args"]])
+        if isinstance(again, torch.Tensor):
+            result["again"] = plain(again)
     return result
 
 

@@ -81,6 +81,16 @@ GENERIC: dict[str, Diagnosis] = {
                   "Make the output a function of this call's arguments only: drop the cache, or key it on everything "
                   "its value depends on (a cache of inv_freq keyed on d_head/base/device is fine; cos/sin depend on "
                   "the positions themselves)."),
+        # Two identical calls disagree (spec._common.twice_probe): checked before every value-based signature,
+        # since a random output can match no variant and explains every failing test at once.
+        Diagnosis("nondeterministic", "Two identical calls disagree",
+                  "Called twice on identical inputs (the same function, or the same module instance in training mode, "
+                  "as the grader calls it), your code returned different outputs. Something random runs in the graded "
+                  "code: dropout left active (nn.Dropout with p > 0, F.dropout, whose training flag defaults to True), "
+                  "torch.rand/randn/bernoulli, or state that changes on every call. A random output cannot be compared "
+                  "with the reference, so every test it touches fails.",
+                  "Remove dropout from the graded code (or build it with p = 0): the contract's modules hold no "
+                  "dropout. Draw no random numbers in forward and keep no state that changes from call to call."),
         Diagnosis("unknown", "Mismatch with the reference", "The output differs from the reference and matches none of the known mistakes.",
                   "Compare by hand on the worst element shown; rerun with --seed and --verbose."),
     ]
@@ -112,6 +122,7 @@ class CaseEval:
     forward: Any = None  # Comparison of got vs expected
     grads: dict[str, Any] = field(default_factory=dict)  # key -> Comparison
     grad_error: str | None = None
+    again: Any = None  # a determinism probe's second output (same inputs), when the case asked for one
 
     @property
     def passed(self) -> bool:
@@ -129,6 +140,7 @@ class Verdict:
     diagnosis: Diagnosis
     detail: str  # the specific evidence: op and line, the exception, the worst mismatch
     partial: bool = False  # the named mistake explains only some failing tests (more than one mistake)
+    explained: int = 0  # how many failing tests the named mistake explains (0: not counted)
 
 
 def where(record: dict[str, Any]) -> str:
@@ -155,6 +167,10 @@ def diagnose_cases(spec: Spec, evals: list[CaseEval], tolerance_of: Any) -> Verd
                 detail = f"{detail} in test '{ev.case.name}'{where(rec)}"
             return Verdict(GENERIC[status], detail)
 
+    random = nondeterministic_failure(evals, tolerance_of)
+    if random is not None:
+        return random
+
     # Exception messages that prove a specific bug.
     for ev in by_status.get("exception", []):
         message = ev.record.get("message", "")
@@ -162,13 +178,21 @@ def diagnose_cases(spec: Spec, evals: list[CaseEval], tolerance_of: Any) -> Verd
             if needle in message:
                 return Verdict(diagnosis, f"{ev.record.get('type')}: {message}{where(ev.record)} in test '{ev.case.name}'")
 
-    state = state_failure(evals)
+    absent = absent_arg_failure(spec, evals)
+    state = state_failure(evals) if absent is None else None
     if state is not None:
         return state
     tensor_evals = [ev for ev in evals if ev.status == "ok" and ev.forward is not None and ev.forward.reason != "shape"]
     bug = match_bug(spec, tensor_evals, tolerance_of)
-    if bug is not None:
-        return bug
+    if bug is not None and absent is not None:  # two mistakes: name the one explaining more failing tests
+        first, second = (bug, absent) if bug.explained >= absent.explained else (absent, bug)
+        n = second.explained
+        first.detail += (f"; there is more than one mistake: {second.diagnosis.title} ({second.diagnosis.id}) "
+                         f"shows on {n} other failing test{'s' if n != 1 else ''}")
+        first.partial = True
+        return first
+    if bug is not None or absent is not None:
+        return bug or absent
     probe = probe_failure(evals)
     if probe is not None:
         return probe
@@ -216,6 +240,82 @@ def diagnose_cases(spec: Spec, evals: list[CaseEval], tolerance_of: Any) -> Verd
         if ev.status == "not_run":
             return Verdict(GENERIC["crashed"], f"test '{ev.case.name}' did not run")
     return Verdict(GENERIC["unknown"], "the run failed without a recognisable cause")
+
+
+def again_check(forward: Any, got: Any, again: Any, tol: Any, care: Any = None) -> Any:
+    """The case's Comparison, failed when a determinism probe's second output differs from the first.
+
+    `again` is the output of the same call made a second time on fresh copies
+    of the same inputs (spec._common.twice_probe). A passing first output is
+    not enough: the contract says two identical calls give identical outputs,
+    and an output that changes from call to call matches the reference only
+    by luck (a dropout mask that happened to drop nothing on this test).
+    """
+    from drill.judge.compare import Comparison
+
+    if again is None or not forward.ok:
+        return forward
+    same = _again_comparison(got, again, tol, care)
+    if same.ok:
+        return forward
+    return Comparison(False, "values", f"a second call with identical inputs returned other values: {same.message}",
+                      short="a second call with identical inputs returned other values")
+
+
+def _again_comparison(got: Any, again: Any, tol: Any, care: Any) -> Any:
+    from drill.judge.compare import compare
+
+    return compare(again, got, tol, care=care, dtype=got.dtype, what="second call")
+
+
+def nondeterministic_failure(evals: list[CaseEval], tolerance_of: Any) -> Verdict | None:
+    """`nondeterministic` when a test called the code twice on identical inputs and the outputs differ.
+
+    Direct evidence, cheaper and surer than any variant: dropout left active
+    (or any random op) changes every output, so no bug signature can match,
+    while the cases it happens to spare say nothing. Checked before the
+    value-based diagnoses for that reason.
+    """
+    for ev in evals:
+        if ev.again is None or ev.got is None:
+            continue
+        same = _again_comparison(ev.got, ev.again, tolerance_of(ev.case), ev.case.care)
+        if not same.ok:
+            failing = sum(not e.passed for e in evals)
+            return Verdict(
+                GENERIC["nondeterministic"],
+                f"test '{ev.case.name}' calls your code twice on identical inputs and the outputs disagree: "
+                f"{same.message} (expected = the first call's output); {failing} test{'s' if failing != 1 else ''} fail",
+                explained=failing,
+            )
+    return None
+
+
+def absent_arg_failure(spec: Spec, evals: list[CaseEval]) -> Verdict | None:
+    """The spec's diagnosis for an optional argument whose absence the code does not handle (mask=None).
+
+    Some cases leave an optional argument out (attention's and mha's mask).
+    When every one of them raised and no case passing the argument did, the
+    exception comes from the missing argument itself (`~None`, `None == 0`
+    handed to masked_fill, `mask.dim()` on None): that is the mistake, and
+    saying so beats a bare "exception" or a name for what the other tests show.
+    """
+    for arg, diagnosis in spec.absent_arg_bugs:
+        without = [ev for ev in evals if arg not in ev.case.args]
+        given = [ev for ev in evals if arg in ev.case.args]
+        if not without or not given:
+            continue
+        if all(ev.status == "exception" for ev in without) and not any(ev.status == "exception" for ev in given):
+            ev, n = without[0], len(without)
+            rec = ev.record
+            first_line = (str(rec.get("message") or "").splitlines() or [""])[0]  # TypeError lists every overload
+            return Verdict(
+                diagnosis,
+                f"{rec.get('type')}: {first_line}{where(rec)} in test '{ev.case.name}'; every test without a "
+                f"{arg} raises ({n} test{'s' if n != 1 else ''}), no test with one does",
+                explained=n,
+            )
+    return None
 
 
 def probe_failure(evals: list[CaseEval]) -> Verdict | None:
@@ -291,20 +391,31 @@ def match_bug(spec: Spec, evals: list[CaseEval], tolerance_of: Any) -> Verdict |
     n_failing = sum(not ev.forward.ok for ev in evals)
     consistent: list[tuple[int, int, Bug]] = []  # (explained, order, bug)
     partial: list[tuple[int, int, Bug]] = []
+    # First pass: only whether each variant is consistent, stopping at its first contradiction, failing
+    # tests first (where a wrong variant shows at once). Most variants are out after one or two cases,
+    # so a failing check pays for the few that fit, not for every variant on every case. Only when none
+    # fits does the second pass score them all for the partial match; the verdict is the same either way.
+    ordered = sorted(evals, key=lambda ev: ev.forward.ok)
     for order, bug in enumerate(spec.bugs):
-        explained, matched, is_consistent = _score_bug(bug, evals, tolerance_of)
+        explained, _, is_consistent = _score_bug(bug, ordered, tolerance_of, stop_early=True)
         if is_consistent and explained:
             consistent.append((explained, -order, bug))
-        elif matched:
-            partial.append((matched, -order, bug))
+    if not consistent:
+        for order, bug in enumerate(spec.bugs):
+            _, matched, _ = _score_bug(bug, evals, tolerance_of)
+            if matched:
+                partial.append((matched, -order, bug))
     if consistent:
         n, _, bug = max(consistent, key=lambda t: t[:2])
         label = f" ({bug.label})" if bug.label else ""
         detail = f"your output matches this mistake{label} on {n} failing test{'s' if n != 1 else ''}"
+        if bug.also:  # a composed variant: both mistakes are in the code
+            detail = (f"your output matches this mistake and {bug.also} together{label} on {n} failing "
+                      f"test{'s' if n != 1 else ''}: there is more than one mistake; fix this one first")
         others = _other_ids(bug, [b for _, _, b in consistent])
         if others:
             detail += f"; also consistent with: {', '.join(others)}"
-        return Verdict(bug.diagnosis, detail)
+        return Verdict(bug.diagnosis, detail, partial=bool(bug.also), explained=n)
     if partial:
         n, _, bug = max(partial, key=lambda t: t[:2])
         label = f" ({bug.label})" if bug.label else ""
@@ -314,10 +425,10 @@ def match_bug(spec: Spec, evals: list[CaseEval], tolerance_of: Any) -> Verdict |
             f"but {rest} other failing test{'s differ' if rest != 1 else ' differs'} from it too: "
             "there is probably more than one mistake; fix this one first"
         )
-        others = _other_ids(bug, [b for _, _, b in partial])
+        others = _other_counts(bug, partial)
         if others:
             detail += f" (parts also match: {', '.join(others)})"
-        return Verdict(bug.diagnosis, detail, partial=True)
+        return Verdict(bug.diagnosis, detail, partial=True, explained=n)
     return None
 
 
@@ -329,13 +440,27 @@ def _other_ids(best: Bug, bugs: list[Bug]) -> list[str]:
     return seen
 
 
-def _score_bug(bug: Bug, evals: list[CaseEval], tolerance_of: Any) -> tuple[int, int, bool]:
-    """(failing cases explained if consistent, failing cases matched exactly, consistent with all cases)."""
+def _other_counts(best: Bug, scored: list[tuple[int, int, Bug]]) -> list[str]:
+    """The other ids of a partial match, each with the most failing tests one of its variants reproduces."""
+    most: dict[str, int] = {}
+    for n, _, b in scored:
+        if b.diagnosis.id != best.diagnosis.id:
+            most[b.diagnosis.id] = max(n, most.get(b.diagnosis.id, 0))
+    return [f"{i} on {n} test{'s' if n != 1 else ''}" for i, n in sorted(most.items(), key=lambda t: -t[1])]
+
+
+def _score_bug(bug: Bug, evals: list[CaseEval], tolerance_of: Any, stop_early: bool = False) -> tuple[int, int, bool]:
+    """(failing cases explained if consistent, failing cases matched exactly, consistent with all cases).
+
+    stop_early: return at the first case contradicting the variant (the counts are then partial).
+    """
     from drill.judge.compare import compare
 
     explained = matched = 0
     consistent = True
     for ev in evals:
+        if stop_early and not consistent:
+            break
         case = ev.case
         try:
             produced = bug.fn(case, ev.got) if bug.fit else bug.fn(case)

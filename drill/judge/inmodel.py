@@ -25,8 +25,9 @@ beats the runner-up by a clear margin at every step.
 
 gqa has no RoPE and no cache in its contract: its decoder uses attention
 without positions (`NoRopeAttention`) and generates by re-running the whole
-sequence each step. rope follows the file's CONVENTION: the parent computes
-both conventions' answers and the rope spec's `prepare` keeps the declared one.
+sequence each step. rope and kv_cache follow the file's CONVENTION: the parent
+computes both conventions' answers and the spec's `prepare` keeps the declared
+one (kv_cache's module does its own RoPE, so the child's decoder needs no change).
 """
 
 from __future__ import annotations
@@ -132,7 +133,7 @@ def cases_for(exercise: str, seed: int) -> list:
         from drill.errors import UserError
 
         raise UserError(f"--in-model is available for {', '.join(in_model_names())}, not {exercise}")
-    conventions = ("half", "interleaved") if exercise == "rope" else ("half",)
+    conventions = ("half", "interleaved") if exercise in ("rope", "kv_cache") else ("half",)  # files declare CONVENTION
     gen = torch.Generator().manual_seed(seed)
     models = {}
     for conv in conventions:

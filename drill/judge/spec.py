@@ -66,6 +66,9 @@ class Bug:
     # consistency rule still applies to every case, so a fit can only name a mistake whose
     # every failing case is reproduced exactly by one member of the family.
     fit: bool = False
+    # A composed variant, two mistakes at once (e.g. K/V tiled *and* no scale): the id of the second one. It is
+    # named like any variant (the first mistake, the one showing on more tests) and the verdict says two are present.
+    also: str = ""
 
 
 @dataclass
@@ -166,6 +169,9 @@ class Spec:
     prepare: Callable[[list[Case], dict[str, Any]], Any] | None = None
     # Advisory audit run in the child after the cases (see drill/judge/audit.py): {"name": ..., config}.
     audit: dict[str, Any] | None = None
+    # (argument name, Diagnosis): an optional argument some cases leave out (attention's mask). When every
+    # case without it raises and no case with it does, the code does not handle its absence (mask=None).
+    absent_arg_bugs: Sequence[tuple[str, Diagnosis]] = ()
 
 
 # The forbidden-op sets of exercises/README.md (the exercise contract), shared by the specs that use them.

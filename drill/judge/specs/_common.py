@@ -236,3 +236,24 @@ def causal_mask(t_q: int, t_k: int | None = None) -> torch.Tensor:
     """
     t_k = t_q if t_k is None else t_k
     return torch.ones(t_q, t_k, dtype=torch.bool).tril(diagonal=t_k - t_q)
+def twice_probes(cases: list[Case], n: int = 3) -> list[Case]:
+    """Mark the first `n` plain fp32 cases as determinism probes; returns `cases` (draws nothing).
+
+    The child then calls the same function or module instance a second time
+    on fresh copies of the same inputs, after the graded call and its
+    backward, and the parent compares the two outputs
+    (`diagnose.nondeterministic_failure`): dropout left active, or any random
+    op, is named directly instead of showing as wrong values everywhere.
+    Several cases, because a dropout mask over a few dozen elements can
+    happen to drop nothing (p = 0.1 over 16 elements: 19% of draws).
+    Only cases graded on their raw output (no repeat call, no derived
+    property) qualify; a second call costs one more forward of a tiny input.
+    """
+    marked = 0
+    for case in cases:
+        if marked == n:
+            break
+        if case.ctx.get("dtype") == "float32" and case.repeat is None and case.derive is None and case.kind in ("call", "module"):
+            case.extra = {**case.extra, "twice": True}
+            marked += 1
+    return cases

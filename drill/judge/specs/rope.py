@@ -37,9 +37,9 @@ import torch
 
 from drill.judge.registry import default
 from drill.judge.spec import Bug, Case, Spec, Tolerance
-from drill.judge.specs._common import TOLERANCES, Draw, reference_with_grads, repeat_probe, variant_bugs
+from drill.judge.specs._common import TOLERANCES, Draw, reference_with_grads, repeat_probe, twice_probes, variant_bugs
 from drill.judge.diagnose import GENERIC
-from drill.judge.specs._rope_bugs import CONVENTIONS, RD, ROPE_VARIANTS, rotate
+from drill.judge.specs._rope_bugs import CONVENTIONS, RD, ROPE_VARIANTS, apply_convention, rotate
 
 TARGET = "apply_rope"
 DEFAULT_CONVENTION = default("rope", "CONVENTION")  # a file without CONVENTION is graded as this
@@ -152,7 +152,7 @@ def make_cases(seed: int) -> list[Case]:
     cases.append(_relative_case(d, d.choice([8, 16])))
     cases.append(_repeat_case(d))
     _annotate_stale(cases)  # draws nothing
-    return cases
+    return twice_probes(cases)  # draws nothing
 
 
 # How a cos/sin cache keyed without the positions can be kept: (label, key fields, only the
@@ -231,22 +231,8 @@ def reference(case: Case):
 
 
 def prepare(cases: list[Case], attrs: dict) -> tuple | None:
-    """Apply the file's declared CONVENTION (reported by the child); refuse an unknown one."""
-    info = attrs.get("CONVENTION") or {}
-    if not info.get("present"):
-        convention, declared = DEFAULT_CONVENTION, "absent"
-    else:
-        value = info.get("value")
-        if not isinstance(value, str) or value not in CONVENTIONS:
-            shown = repr(value) if info.get("type") in ("str", "int", "float", "bool", "NoneType") else f"a {info.get('type')}"
-            return RD["rope_convention_invalid"], f"CONVENTION is {shown}; expected \"half\" or \"interleaved\""
-        convention, declared = value, value
-    for case in cases:
-        case.ctx["convention"], case.ctx["declared"] = convention, declared
-        alt = case.ctx.get("alt")
-        if alt is not None:
-            case.expected, case.expected_grads = alt[convention]
-    return None
+    """Apply the file's declared CONVENTION (reported by the child); refuse an unknown one (shared with kv_cache)."""
+    return apply_convention(cases, attrs)
 
 
 def _variant(fn):
