@@ -8,8 +8,8 @@ Three kinds, each parametrised by the exercise:
   `half_precision_stats`, `wrong_axis`, `wrong_default_eps`,
   `unbiased_variance`, `variance_cancellation`) whose why/fix name the
   exercise's own statistic and code, under ids prefixed by the exercise
-  (`rms_`, `ln_`), and the variant builders that go with two of them
-  (`default_eps_variants`, `cancellation_fit`);
+  (`rms_`, `ln_`), and variant builders (`wrong_axis_variants`,
+  `in_input_dtype`, `default_eps_variants`, `cancellation_fit`);
 - `norm_cases`: the hidden-test battery every norm needs (2-D/3-D/4-D,
   non-zero mean, tiny inputs against eps, an explicit eps, fp16 inputs whose
   squares overflow, bf16, a repeat call), drawn in a fixed order around the
@@ -76,6 +76,32 @@ def over_axis(dim: int | None) -> Callable[[torch.Tensor], bool]:
         return dim < x.dim() and dim % x.dim() != x.dim() - 1
 
     return shows
+
+
+# ---------------------------------------------------------------- variants shared by the norms
+
+# The axes a statistic is wrongly taken over: the batch, the next axis, the tokens, everything.
+WRONG_AXES = (0, 1, -2, None)
+
+
+def wrong_axis_variants(diagnosis: Diagnosis, what: str, **knobs: Any) -> tuple[Bug, ...]:
+    """One bug per axis of WRONG_AXES: the norm (`normalise` with `knobs`) over it, where it is not the last one.
+
+    `what` names the statistic in the label ("mean over dim 0").
+    """
+
+    def variant(dim: int | None) -> Callable[[Case], Any]:
+        shows = over_axis(dim)
+        return norm_variant(lambda x, w, b, eps: normalise(x, w, b, eps, dim=dim, **knobs) if shows(x) else None)
+
+    return tuple(Bug(diagnosis, variant(dim), f"{what} over {'every element' if dim is None else f'dim {dim}'}")
+                 for dim in WRONG_AXES)
+
+
+def in_input_dtype(**knobs: Any) -> Callable[[Case], Any]:
+    """The norm (`normalise` with `knobs`) computed in a half-precision input's own dtype; fp32 cases unchanged."""
+    return norm_variant(lambda x, w, b, eps: None if x.dtype == torch.float32 else normalise(
+        x, w, b, eps, upcast=False, **knobs))
 
 
 # ---------------------------------------------------------------- diagnosis templates

@@ -11,15 +11,12 @@ tiny inputs with the default eps catch a default other than 1e-5.
 
 from __future__ import annotations
 
-import torch
-
 from drill.judge.registry import default
 from drill.judge.spec import FORBIDDEN_LAYER_NORM, FORBIDDEN_LAYER_NORM_CLASSES, Bug, Case, Diagnosis, Spec
 from drill.judge.specs._common import DTYPES, TOLERANCES, Draw, diagnoses, module_case, reference_with_grads
 from drill.judge.specs._norm import (
     EPS_ON_RECIPROCAL,
     EPS_OUTSIDE,
-    STAT_MEAN_SQUARE,
     STAT_VAR,
     STAT_VAR_UNBIASED,
     NormBuild,
@@ -27,14 +24,15 @@ from drill.judge.specs._norm import (
     default_eps_variants,
     eps_outside_sqrt,
     half_precision_stats,
+    in_input_dtype,
     missing_param,
     norm_cases,
     norm_variant,
     normalise,
-    over_axis,
     unbiased_variance,
     variance_cancellation,
     wrong_axis,
+    wrong_axis_variants,
     wrong_default_eps,
 )
 
@@ -97,18 +95,6 @@ def _ln(**knobs):
     return lambda x, w, b, eps: normalise(x, w, b, eps, centre=centre, **knobs)
 
 
-def _axis(dim):
-    shows = over_axis(dim)
-    return lambda x, w, b, eps: normalise(x, w, b, eps, centre=True, dim=dim) if shows(x) else None
-
-
-def _low_precision(stat):
-    """In x's dtype: squares of centred values overflow fp16 elementwise (the mean of squares) or only
-    where the variance itself passes 65504 (torch.var, which accumulates in fp32 and rounds the result)."""
-    return lambda x, w, b, eps: None if x.dtype == torch.float32 else normalise(
-        x, w, b, eps, centre=True, stat=stat, upcast=False)
-
-
 def _right(x, w, b, eps):
     return normalise(x, w, b, eps, centre=True)
 
@@ -120,12 +106,11 @@ BUGS = (
     Bug(LD["ln_unbiased_variance"], norm_variant(_ln(stat=STAT_VAR_UNBIASED)), "x.var(-1) divides by dim - 1"),
     Bug(LD["ln_eps_outside_sqrt"], norm_variant(_ln(eps_at=EPS_OUTSIDE)), "sqrt(var) + eps"),
     Bug(LD["ln_eps_outside_sqrt"], norm_variant(_ln(eps_at=EPS_ON_RECIPROCAL)), "rsqrt(var) + eps"),
-    Bug(LD["ln_no_fp32_upcast"], norm_variant(_low_precision(STAT_MEAN_SQUARE)), "computed in the input dtype"),
-    Bug(LD["ln_no_fp32_upcast"], norm_variant(_low_precision(STAT_VAR)), "torch.var in the input dtype"),
-    Bug(LD["ln_wrong_axis"], norm_variant(_axis(0)), "statistics over dim 0"),
-    Bug(LD["ln_wrong_axis"], norm_variant(_axis(1)), "statistics over dim 1"),
-    Bug(LD["ln_wrong_axis"], norm_variant(_axis(-2)), "statistics over dim -2"),
-    Bug(LD["ln_wrong_axis"], norm_variant(_axis(None)), "statistics over every element"),
+    # In x's dtype, fp16 squares of centred values ~400 overflow elementwise (a mean of squares), or only where
+    # the variance itself passes 65504 (torch.var accumulates in fp32 and rounds its result): two variants.
+    Bug(LD["ln_no_fp32_upcast"], in_input_dtype(centre=True), "computed in the input dtype"),
+    Bug(LD["ln_no_fp32_upcast"], in_input_dtype(centre=True, stat=STAT_VAR), "torch.var in the input dtype"),
+    *wrong_axis_variants(LD["ln_wrong_axis"], "statistics", centre=True),
     Bug(LD["ln_not_centred"], norm_variant(_ln(centre=False, stat=STAT_VAR)), "x / sqrt(var + eps)"),
     Bug(LD["ln_not_centred"], norm_variant(_ln(centre=False)), "x / sqrt(mean(x**2) + eps), RMSNorm"),
     cancellation_fit(LD["ln_var_cancellation"]),

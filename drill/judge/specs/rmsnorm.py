@@ -9,8 +9,6 @@ precision; 2-D, 3-D and 4-D inputs catch normalising over the wrong axis.
 
 from __future__ import annotations
 
-import torch
-
 from drill.judge.registry import default
 from drill.judge.spec import FORBIDDEN_NORM, FORBIDDEN_NORM_CLASSES, Bug, Case, Diagnosis, Spec
 from drill.judge.specs._common import DTYPES, TOLERANCES, Draw, diagnoses, module_case, reference_with_grads
@@ -20,12 +18,13 @@ from drill.judge.specs._norm import (
     STAT_VAR,
     eps_outside_sqrt,
     half_precision_stats,
+    in_input_dtype,
     missing_param,
     norm_cases,
     norm_variant,
     normalise,
-    over_axis,
     wrong_axis,
+    wrong_axis_variants,
 )
 
 TARGET = "RMSNorm"
@@ -61,15 +60,6 @@ def reference(case: Case):
     return reference_with_grads(case, lambda a, p: rms_norm(a["x"], p["weight"], eps))
 
 
-def _axis(dim):
-    shows = over_axis(dim)
-    return lambda x, w, b, eps: normalise(x, w, None, eps, dim=dim) if shows(x) else None
-
-
-def _low_precision(x, w, b, eps):
-    return None if x.dtype == torch.float32 else normalise(x, w, None, eps, upcast=False)
-
-
 BUGS = (
     Bug(RD["rms_missing_weight"], norm_variant(lambda x, w, b, eps: normalise(x, None, None, eps)), "no weight"),
     Bug(RD["rms_subtracts_mean"], norm_variant(lambda x, w, b, eps: normalise(x, w, None, eps, centre=True)),
@@ -80,11 +70,8 @@ BUGS = (
         "sqrt(mean) + eps"),
     Bug(RD["rms_eps_outside_sqrt"],
         norm_variant(lambda x, w, b, eps: normalise(x, w, None, eps, eps_at=EPS_ON_RECIPROCAL)), "rsqrt(mean) + eps"),
-    Bug(RD["rms_no_fp32_upcast"], norm_variant(_low_precision), "computed in the input dtype"),
-    Bug(RD["rms_wrong_axis"], norm_variant(_axis(0)), "mean over dim 0"),
-    Bug(RD["rms_wrong_axis"], norm_variant(_axis(1)), "mean over dim 1"),
-    Bug(RD["rms_wrong_axis"], norm_variant(_axis(-2)), "mean over dim -2"),
-    Bug(RD["rms_wrong_axis"], norm_variant(_axis(None)), "mean over every element"),
+    Bug(RD["rms_no_fp32_upcast"], in_input_dtype(), "computed in the input dtype"),
+    *wrong_axis_variants(RD["rms_wrong_axis"], "mean"),
 )
 
 SPEC = Spec(
