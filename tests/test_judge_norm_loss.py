@@ -91,7 +91,8 @@ def test_every_layernorm_mistake_shows_on_every_seed(seed: int) -> None:
 
 
 def test_layernorm_forbids_the_norm_kernels_and_group_norm() -> None:
-    assert set(FORBIDDEN_NORM) <= set(ln.SPEC.forbidden) and {"group_norm", "native_group_norm"} <= set(FORBIDDEN_LAYER_NORM)
+    assert set(FORBIDDEN_NORM) <= set(ln.SPEC.forbidden)
+    assert {"group_norm", "native_group_norm"} <= set(FORBIDDEN_LAYER_NORM)
     assert "torch.nn.GroupNorm" in ln.SPEC.forbidden_classes and "torch.nn.LayerNorm" in ln.SPEC.forbidden_classes
 
 

@@ -415,7 +415,8 @@ def test_layer_norm_half_accumulates_in_fp32(impl, dtype):
 
 def test_layer_norm_module_and_errors():
     m = R.LayerNorm(8)
-    assert m.eps == 1e-5 and torch.equal(m.weight.detach(), torch.ones(8)) and torch.equal(m.bias.detach(), torch.zeros(8))
+    assert m.eps == 1e-5 and torch.equal(m.weight.detach(), torch.ones(8))
+    assert torch.equal(m.bias.detach(), torch.zeros(8))
     x = randn(2, 8, seed=71)
     close(m(x), naive_layer_norm(x, torch.ones(8), torch.zeros(8), 1e-5), 1e-5)
     with pytest.raises(ValueError, match="eps must be > 0"):
@@ -525,7 +526,8 @@ def test_fused_and_math_agree_with_gradients():
         "rope": lambda impl: R.apply_rope(x.view(2, 6, 4, 8).transpose(1, 2), torch.arange(6), impl=impl),
         "sdpa": lambda impl: R.sdpa(*(x.view(2, 6, 4, 8).transpose(1, 2),) * 3, causal=True, impl=impl),
         "swiglu": lambda impl: R.swiglu(x, randn(48, 32, seed=48) / 6, randn(48, 32, seed=49) / 6, randn(32, 48, seed=50) / 7, impl=impl),
-        "layer_norm": lambda impl: R.layer_norm(x, torch.linspace(0.5, 1.5, 32), torch.linspace(-1, 1, 32), 1e-5, impl=impl),
+        "layer_norm": lambda impl: R.layer_norm(x, torch.linspace(0.5, 1.5, 32), torch.linspace(-1, 1, 32), 1e-5,
+                                                impl=impl),
         "cross_entropy": lambda impl: R.cross_entropy(x, _targets((2, 6), 32, 78, -100), -100, 0.1, impl=impl)[None],
     }
     for name, fn in parts.items():
