@@ -8,15 +8,17 @@ modules built on them. Every function takes `impl=None|"fused"|"math"`; see
 from .attention import causal_mask, grouped_query_attention, multi_head_attention, sdpa
 from .backend import get_impl, set_impl, use_impl
 from .kv_cache import KVCache
+from .loss import cross_entropy
 from .mlp import SwiGLU, ffn_hidden_dim, swiglu
 from .model import Attention, Decoder, LlamaConfig, PastKVAttention, copy_weights
-from .norm import RMSNorm, rms_norm
+from .norm import LayerNorm, RMSNorm, layer_norm, rms_norm
 from .rope import apply_rope, half_to_interleaved_perm, rope_angles
 
 __all__ = [
     "Attention",
     "Decoder",
     "KVCache",
+    "LayerNorm",
     "LlamaConfig",
     "PastKVAttention",
     "RMSNorm",
@@ -24,10 +26,12 @@ __all__ = [
     "apply_rope",
     "causal_mask",
     "copy_weights",
+    "cross_entropy",
     "ffn_hidden_dim",
     "get_impl",
     "grouped_query_attention",
     "half_to_interleaved_perm",
+    "layer_norm",
     "multi_head_attention",
     "rms_norm",
     "rope_angles",

@@ -38,6 +38,9 @@ Call = Callable[[], Any]
 
 # The contracts' defaults, read from the exercise index once (the callables below run where drill is hidden).
 RMS_EPS = default("rmsnorm", "eps")
+LN_EPS = default("layernorm", "eps")
+CE_IGNORE_INDEX = default("cross_entropy", "ignore_index")
+CE_LABEL_SMOOTHING = default("cross_entropy", "label_smoothing")
 ROPE_BASE = default("rope", "base")
 KV_ROPE_BASE = default("kv_cache", "rope_base")
 FFN_MULTIPLE_OF = default("swiglu", "multiple_of")
@@ -285,15 +288,23 @@ ROPE = Workload(
 # -- rmsnorm --------------------------------------------------------------------
 
 
-def _norm_build(size: int, dims: dict, dtype: Any, device: Any, seed: int = 0) -> dict:
+def _norm_build(size: int, dims: dict, dtype: Any, device: Any, seed: int = 0, bias: bool = False) -> dict:
     g = _gen(seed, device)
-    w = 1.0 + 0.1 * _randn(g, size, dtype=dtype, device=device)
-    return {"x": _randn(g, dims["N"], size, dtype=dtype, device=device), "weights": {"weight": w}}
+    weights = {"weight": 1.0 + 0.1 * _randn(g, size, dtype=dtype, device=device)}
+    x = _randn(g, dims["N"], size, dtype=dtype, device=device)
+    if bias:  # drawn last: RMSNorm's inputs are the same with or without it
+        weights["bias"] = 0.1 * _randn(g, size, dtype=dtype, device=device)
+    return {"x": x, "weights": weights}
 
 
-def _norm_learner(mod: Any, x: dict, dims: dict) -> Call:
-    m = load_module(lambda: mod.RMSNorm(x["x"].shape[-1]), x["weights"], x["x"].dtype, x["x"].device)
-    return lambda: m(x["x"])
+def _norm_learner(cls: str) -> Callable[..., Call]:
+    """The learner's norm module `cls`(d_model) loaded with the shared weights, called on x."""
+
+    def learner(mod: Any, x: dict, dims: dict) -> Call:
+        m = load_module(lambda: getattr(mod, cls)(x["x"].shape[-1]), x["weights"], x["x"].dtype, x["x"].device)
+        return lambda: m(x["x"])
+
+    return learner
 
 
 RMSNORM = Workload(
@@ -308,10 +319,78 @@ RMSNORM = Workload(
     expected_note="one read and one write of x: time ~d, bound by memory bandwidth",
     build=_norm_build,
     reference=lambda ref, impl, x, dims: (lambda: ref.rms_norm(x["x"], x["weights"]["weight"], RMS_EPS, impl=impl)),
-    learner=_norm_learner,
+    learner=_norm_learner("RMSNorm"),
     est_bytes=lambda size, dims, elem: 6 * dims["N"] * size * 4,
     tokens=lambda size, dims: dims["N"],
     bytes_moved=lambda size, dims, elem: (2 * dims["N"] * size + size) * elem,
+    bandwidth_bound=True,
+)
+
+
+# -- layernorm --------------------------------------------------------------------
+
+
+def _layernorm_reference(ref: Any, impl: str, x: dict, dims: dict) -> Call:
+    w = x["weights"]
+    return lambda: ref.layer_norm(x["x"], w["weight"], w["bias"], LN_EPS, impl=impl)
+
+
+LAYERNORM = Workload(
+    exercise="layernorm",
+    size_name="hidden size (N tokens fixed)",
+    size_label="d_model",
+    ladder_cpu=RMSNORM.ladder_cpu,
+    ladder_cuda=RMSNORM.ladder_cuda,
+    dims_cpu=RMSNORM.dims_cpu,
+    dims_cuda=RMSNORM.dims_cuda,
+    expected_exponent=1.0,
+    expected_note="one read and one write of x (two statistics per token): time ~d, bound by memory bandwidth",
+    build=lambda size, dims, dtype, device, seed=0: _norm_build(size, dims, dtype, device, seed, bias=True),
+    reference=_layernorm_reference,
+    learner=_norm_learner("LayerNorm"),
+    est_bytes=lambda size, dims, elem: 7 * dims["N"] * size * 4,
+    tokens=lambda size, dims: dims["N"],
+    bytes_moved=lambda size, dims, elem: (2 * dims["N"] * size + 2 * size) * elem,
+    bandwidth_bound=True,
+)
+
+
+# -- cross_entropy ------------------------------------------------------------------
+
+
+def _ce_build(size: int, dims: dict, dtype: Any, device: Any, seed: int = 0) -> dict:
+    """(N, V) logits and N targets, a tenth of them ignored (padding), as an LM's loss sees them."""
+    import torch
+
+    g = _gen(seed, device)
+    n = dims["N"]
+    logits = _randn(g, n, size, dtype=dtype, device=device, scale=2.0)
+    targets = torch.randint(0, size, (n,), generator=g, device=device)
+    padded = torch.rand(n, generator=g, device=device) < 0.1
+    padded[0] = False  # at least one position counts
+    return {"logits": logits, "targets": targets.masked_fill(padded, CE_IGNORE_INDEX)}
+
+
+def _ce_reference(ref: Any, impl: str, x: dict, dims: dict) -> Call:
+    return lambda: ref.cross_entropy(x["logits"], x["targets"], CE_IGNORE_INDEX, CE_LABEL_SMOOTHING, impl=impl)
+
+
+CROSS_ENTROPY = Workload(
+    exercise="cross_entropy",
+    size_name="vocabulary size V (N tokens fixed, a tenth of the targets ignored)",
+    size_label="V",
+    ladder_cpu=(2048, 4096, 8192, 16384, 32768),
+    ladder_cuda=(8192, 16384, 32768, 65536, 131072),
+    dims_cpu={"N": 256},
+    dims_cuda={"N": 8192},
+    expected_exponent=1.0,
+    expected_note="one read of the N x V logits: time ~V, bound by memory bandwidth",
+    build=_ce_build,
+    reference=_ce_reference,
+    learner=lambda mod, x, dims: (lambda: mod.cross_entropy(x["logits"], x["targets"])),
+    est_bytes=lambda size, dims, elem: dims["N"] * size * (elem + 4 * 4),  # the logits and ~4 fp32 copies
+    tokens=lambda size, dims: dims["N"],
+    bytes_moved=lambda size, dims, elem: dims["N"] * size * elem + dims["N"] * 8,
     bandwidth_bound=True,
 )
 

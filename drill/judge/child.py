@@ -495,6 +495,21 @@ def trap_classes(names: list[str]) -> None:
 
 
 _STATUS_FD: list[int] = []
+def close_name(mod, name: str) -> str:
+    """' (did you mean `LayerNrom`?)' when the file defines a near miss of a graded name, else ''.
+
+    Compared case-insensitively with - and _ ignored, among the module's own
+    public names (imports excluded, so `torch` is never offered).
+    """
+    import difflib  # only on this error path
+
+    def key(n: str) -> str:
+        return n.lower().replace("_", "").replace("-", "")
+
+    own = [n for n, v in vars(mod).items() if not n.startswith("_") and getattr(v, "__module__", None) == mod.__name__]
+    by_key = {key(n): n for n in own}
+    close = difflib.get_close_matches(key(name), list(by_key), n=1, cutoff=0.75)
+    return f" (did you mean `{by_key[close[0]]}`?)" if close else ""
 
 
 def record(event: dict) -> None:
@@ -763,7 +778,8 @@ def serve(job: dict) -> None:
         _leave()
     missing = [name for name in job["graded"] if not hasattr(mod, name)]
     if missing:
-        record({"event": "load_error", "status": "missing_name", "message": f"{', '.join(missing)} not defined", "names": missing})
+        text = ", ".join(f"{name} not defined{close_name(mod, name)}" for name in missing)
+        record({"event": "load_error", "status": "missing_name", "message": text, "names": missing})
         _leave()
     record({"event": "loaded"})
     if job.get("report_attrs"):

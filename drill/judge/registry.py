@@ -91,6 +91,13 @@ INDEX: tuple[Exercise, ...] = (
              "causal GQA with RoPE and a KV cache: any split of a sequence into calls gives the same output",
              "inference", "hard", ("kv_cache",), "good_concat_bottom_right.py", in_model=True, bench=True,
              defaults={"rope_base": 10000.0}),
+    Exercise("layernorm", ("LayerNorm",),
+             "layer normalisation with a learned weight and bias, population variance, accumulated in fp32",
+             "norms", "easy", ("normalization",), "good_two_pass.py", bench=True, defaults={"eps": 1e-5}, wave=2),
+    Exercise("cross_entropy", ("cross_entropy",),
+             "a stable cross-entropy loss over the last axis with ignore_index and label smoothing",
+             "training", "medium", ("loss",), "good_logsumexp_by_hand.py", bench=True,
+             defaults={"ignore_index": -100, "label_smoothing": 0.0}, wave=2),
 )
 
 _BY_NAME: dict[str, Exercise] = {e.name: e for e in INDEX}

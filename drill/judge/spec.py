@@ -193,3 +193,19 @@ FORBIDDEN_ATTENTION = (
 FORBIDDEN_ATTENTION_CLASSES = ("torch.nn.MultiheadAttention",)
 FORBIDDEN_NORM = ("rms_norm", "_fused_rms_norm", "layer_norm", "native_layer_norm")
 FORBIDDEN_NORM_CLASSES = ("torch.nn.RMSNorm", "torch.nn.LayerNorm")
+# layernorm: the norm set plus group norm, which is LayerNorm over one group (measured on torch
+# 2.13 CPU: F.group_norm reaches aten.native_group_norm; F.layer_norm, torch.layer_norm and
+# nn.LayerNorm all reach aten.native_layer_norm).
+FORBIDDEN_LAYER_NORM = (*FORBIDDEN_NORM, "group_norm", "native_group_norm")
+FORBIDDEN_LAYER_NORM_CLASSES = (*FORBIDDEN_NORM_CLASSES, "torch.nn.GroupNorm")
+# cross_entropy: the loss and every ready-made log-softmax or logsumexp. Measured on torch 2.13
+# CPU: F.cross_entropy (and nn.CrossEntropyLoss, torch._C._nn.cross_entropy_loss) reaches the
+# function mode as cross_entropy / cross_entropy_loss and dispatches to aten._log_softmax then
+# aten.nll_loss_forward (aten.nll_loss2d_forward for a (N, C, d) input); F.nll_loss reaches
+# nll_loss_forward; F.log_softmax, Tensor.log_softmax and nn.LogSoftmax reach the mode as
+# log_softmax, torch.special.log_softmax as special_log_softmax, all dispatching to
+# aten._log_softmax; torch.logsumexp and Tensor.logsumexp reach it as logsumexp,
+# torch.special.logsumexp as special_logsumexp, all dispatching to aten.logsumexp (which
+# torch.distributions.Categorical uses too).
+FORBIDDEN_CROSS_ENTROPY = ("cross_entropy", "cross_entropy_loss", "nll_loss*", "*log_softmax", "*logsumexp")
+FORBIDDEN_CROSS_ENTROPY_CLASSES = ("torch.nn.CrossEntropyLoss", "torch.nn.NLLLoss", "torch.nn.LogSoftmax")

@@ -20,12 +20,13 @@ from drill.judge.specs._norm import (
     STAT_VAR,
     eps_outside_sqrt,
     half_precision_stats,
+    in_input_dtype,
     missing_param,
     norm_cases,
     norm_variant,
     normalise,
-    over_axis,
     wrong_axis,
+    wrong_axis_variants,
 )
 
 TARGET = "RMSNorm"
@@ -81,15 +82,6 @@ def reference(case: Case):
     return reference_with_grads(case, lambda a, p: rms_norm(a["x"], p["weight"], eps))
 
 
-def _axis(dim):
-    shows = over_axis(dim)
-    return lambda x, w, b, eps: normalise(x, w, None, eps, dim=dim) if shows(x) else None
-
-
-def _low_precision(x, w, b, eps):
-    return None if x.dtype == torch.float32 else normalise(x, w, None, eps, upcast=False)
-
-
 def _default_eps(value: float):
     """Another default eps: the cases built without an eps (init=(dim,)) use `value`; the others are right."""
 
@@ -130,11 +122,8 @@ BUGS = (
         "sqrt(mean) + eps"),
     Bug(RD["rms_eps_outside_sqrt"],
         norm_variant(lambda x, w, b, eps: normalise(x, w, None, eps, eps_at=EPS_ON_RECIPROCAL)), "rsqrt(mean) + eps"),
-    Bug(RD["rms_no_fp32_upcast"], norm_variant(_low_precision), "computed in the input dtype"),
-    Bug(RD["rms_wrong_axis"], norm_variant(_axis(0)), "mean over dim 0"),
-    Bug(RD["rms_wrong_axis"], norm_variant(_axis(1)), "mean over dim 1"),
-    Bug(RD["rms_wrong_axis"], norm_variant(_axis(-2)), "mean over dim -2"),
-    Bug(RD["rms_wrong_axis"], norm_variant(_axis(None)), "mean over every element"),
+    Bug(RD["rms_no_fp32_upcast"], in_input_dtype(), "computed in the input dtype"),
+    *wrong_axis_variants(RD["rms_wrong_axis"], "mean"),
     # Issue 18, after the planted ones: likely first (a default of 1e-5 is common).
     *(Bug(RD["rms_default_eps"], _default_eps(v),
           f"default eps {v:g} instead of the contract's 1e-6: it changes only the tests that rely on the default")
