@@ -270,12 +270,13 @@ def test_the_mock_offers_them_and_grades_one(tmp_path: Path, bank: Path) -> None
     from drill.mock.plan import choose_exercise, gradable_exercises
     from drill.mock.reader import ScriptedReader
     from drill.mock.run import MockOptions, _check_file, run_mock
-    from drill.store import Store
+    from drill.store import Attempt, Store
 
     available = gradable_exercises()
     assert {"layernorm", "cross_entropy"} <= set(available)
-    others_passed = {n: "pass" for n in available if n not in ("layernorm", "cross_entropy")}
-    assert {choose_exercise(None, available, others_passed, random.Random(s)) for s in range(20)} == {
+    others_passed = [Attempt(n, "2026-01-01T00:00:00+00:00", "pass", None, 1, 1, 1, 10)
+                     for n in available if n not in ("layernorm", "cross_entropy")]
+    assert {choose_exercise(None, available, others_passed, random.Random(s)).name for s in range(20)} == {
         "layernorm", "cross_entropy"}
 
     work = tmp_path / "work"

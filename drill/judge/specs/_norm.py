@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from drill.judge.spec import Bug, Case, Diagnosis
-from drill.judge.specs._common import Draw, repeat_probe
+from drill.judge.specs._common import Draw, repeat_probe, twice_probes
 
 # Where eps goes: inside the root (right), added to the root, or added to its reciprocal.
 EPS_INSIDE, EPS_OUTSIDE, EPS_ON_RECIPROCAL = "inside", "outside", "reciprocal"
@@ -214,7 +214,7 @@ def norm_cases(d: Draw, build: NormBuild, more: Callable[[Draw, NormBuild], list
     shape = (2, d.int(3, 6), D2)  # drawn last: the cases above are unchanged for a seed
     first = d.normal(*shape, scale=3.0, shift=1.0)  # the same module first sees other inputs: a cached statistic shows
     cases.append(repeat_probe(build(d, f"repeat call: one module called twice, x {shape}", shape), {"x": first}))
-    return cases
+    return twice_probes(cases)  # the first plain fp32 cases are also called twice: non-determinism shows
 
 
 # Defaults people carry over from other norms and libraries, tried in this order: RMSNorm's and

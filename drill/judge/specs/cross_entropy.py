@@ -40,7 +40,7 @@ from drill.judge.spec import (
     Spec,
     Tolerance,
 )
-from drill.judge.specs._common import TOLERANCES, Draw, call_case, diagnoses, reference_with_grads, repeat_probe
+from drill.judge.specs._common import TOLERANCES, Draw, call_case, diagnoses, reference_with_grads, repeat_probe, twice_probes
 
 TARGET = "cross_entropy"
 IGNORE_INDEX = default("cross_entropy", "ignore_index")
@@ -370,7 +370,7 @@ def make_cases(seed: int) -> list[Case]:
     cases.append(_case(d, "bf16 logits spread ~1e4, targets -100", d.normal(b, t, v, dtype="bfloat16", scale=1e4),
                        _targets(d, (b, t), v, -100), dtype="bfloat16"))
     cases.append(_repeat_case(d))
-    return cases
+    return twice_probes(cases)  # the first plain fp32 cases are also called twice: non-determinism shows
 
 
 def _repeat_case(d: Draw) -> Case:

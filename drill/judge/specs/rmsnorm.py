@@ -13,7 +13,7 @@ import torch
 
 from drill.judge.registry import default
 from drill.judge.spec import FORBIDDEN_NORM, FORBIDDEN_NORM_CLASSES, Bug, Case, Diagnosis, Spec
-from drill.judge.specs._common import DTYPES, TOLERANCES, Draw, diagnoses, module_case, reference_with_grads, twice_probes
+from drill.judge.specs._common import DTYPES, TOLERANCES, Draw, diagnoses, module_case, reference_with_grads
 from drill.judge.specs._norm import (
     EPS_ON_RECIPROCAL,
     EPS_OUTSIDE,
@@ -72,7 +72,7 @@ def _case(d: Draw, name: str, shape: tuple[int, ...], *, eps=None, dtype="float3
 
 
 def make_cases(seed: int) -> list[Case]:
-    return twice_probes(norm_cases(Draw(seed), _case))
+    return norm_cases(Draw(seed), _case)
 
 
 def reference(case: Case):
