@@ -9,7 +9,8 @@ from .attention import causal_mask, grouped_query_attention, multi_head_attentio
 from .backend import get_impl, set_impl, use_impl
 from .kv_cache import KVCache
 from .mlp import SwiGLU, ffn_hidden_dim, swiglu
-from .model import Attention, Decoder, LlamaConfig, PastKVAttention, copy_weights
+from .model import Attention, Decoder, LlamaConfig, PastKVAttention, copy_weights, llama_block
+from .moe import MoE, load_balancing_loss, moe, route, router_probs
 from .norm import RMSNorm, rms_norm
 from .rope import apply_rope, half_to_interleaved_perm, rope_angles
 
@@ -18,6 +19,7 @@ __all__ = [
     "Decoder",
     "KVCache",
     "LlamaConfig",
+    "MoE",
     "PastKVAttention",
     "RMSNorm",
     "SwiGLU",
@@ -28,9 +30,14 @@ __all__ = [
     "get_impl",
     "grouped_query_attention",
     "half_to_interleaved_perm",
+    "llama_block",
+    "load_balancing_loss",
+    "moe",
     "multi_head_attention",
     "rms_norm",
     "rope_angles",
+    "route",
+    "router_probs",
     "sdpa",
     "set_impl",
     "swiglu",

@@ -91,6 +91,14 @@ INDEX: tuple[Exercise, ...] = (
              "causal GQA with RoPE and a KV cache: any split of a sequence into calls gives the same output",
              "inference", "hard", ("kv_cache",), "good_concat_bottom_right.py", in_model=True, bench=True,
              defaults={"rope_base": 10000.0}),
+    Exercise("decoder_block", ("DecoderBlock",),
+             "the pre-norm Llama block: RMSNorm, causal GQA with RoPE at given positions, SwiGLU, two residuals",
+             "block", "medium", ("block",), "good_hf_llama.py", in_model=True, bench=True,
+             defaults={"eps": 1e-6, "rope_base": 10000.0, "CONVENTION": "half"}, wave=2),
+    Exercise("moe", ("MoE",),
+             "a top-k routed mixture of SwiGLU experts with Mixtral's load-balancing loss",
+             "mlp", "hard", ("moe",), "good_hf_mixtral_loop.py", bench=True,
+             defaults={"NORM_TOPK_PROB": True}, wave=2),
 )
 
 _BY_NAME: dict[str, Exercise] = {e.name: e for e in INDEX}

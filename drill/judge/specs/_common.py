@@ -101,9 +101,27 @@ def reference_with_grads(case: Case, forward: Callable[..., torch.Tensor]) -> tu
         for name in case.grad_inputs:
             grads["input:" + name] = args[name].grad.detach().clone()
         if case.grad_params:
-            for path, t in params.items():
-                grads["param:" + path] = t.grad.detach().clone()
+            for path, t in params.items():  # a parameter the output does not depend on has gradient zero
+                grads["param:" + path] = t.grad.detach().clone() if t.grad is not None else torch.zeros_like(t)
     return out.detach(), grads
+
+
+class one_thread:
+    """Run tiny tensor work on one intra-op thread, restoring the count after.
+
+    Some CPU kernels (measured on a loaded 2-core machine: index_add 0.1 s
+    per call instead of 10 us, tril and softmax on 8x8 inputs 13 ms) hand
+    even tiny inputs to the OpenMP pool, whose threads then wait for a busy
+    core; every tensor the grader's parent builds is tiny. The count is a
+    process-wide setting, so it is restored on exit.
+    """
+
+    def __enter__(self) -> None:
+        self.before = torch.get_num_threads()
+        torch.set_num_threads(1)
+
+    def __exit__(self, *exc: object) -> None:
+        torch.set_num_threads(self.before)
 
 
 def tolerance_for(case: Case) -> Tolerance:
