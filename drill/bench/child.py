@@ -330,6 +330,9 @@ def main() -> None:  # noqa: C901 - one linear script, split would only scatter 
     convention = getattr(learner, "CONVENTION", "half")
     if convention not in ("half", "interleaved"):
         convention = "half"
+    norm_topk_prob = getattr(learner, "NORM_TOPK_PROB", True)  # moe: the reference renormalises as the file says
+    if not isinstance(norm_topk_prob, bool):
+        norm_topk_prob = True
     record({"event": "loaded"})
     # Everything alive now (torch, the reference, the learner's module) lives as long as the process:
     # moved out of the collector's sight, the gc.collect() after each size scans only what the ladder
@@ -371,7 +374,7 @@ def main() -> None:  # noqa: C901 - one linear script, split would only scatter 
             record({"event": "stop", "size": size, "reason": "memory",
                     "message": f"stopped before {wl.size_label}={size}: out of memory building the inputs"})
             break
-        inputs["convention"] = convention
+        inputs["convention"], inputs["norm_topk_prob"] = convention, norm_topk_prob
         results: dict[str, dict] = {}
 
         def fail(impl: str, exc: BaseException) -> None:

@@ -14,8 +14,9 @@ What the cases reveal:
 - MHA, MQA and groups of 2 and 3; one token alone (T = 1); causal by index
   while the positions jump: no mask, a mask hiding the diagonal, tiled K/V;
 - random MLP weights: silu on the up projection, another activation;
-- fp16 and bf16 (the whole block cast with `.to(dtype)`): statistics or
-  angles in half precision;
+- fp16 and bf16 (the whole block cast with `.to(dtype)`), and fp16 inputs
+  of magnitude ~400 whose squares overflow: statistics or angles in half
+  precision;
 - a repeat call on one module (other x, other positions, same shapes): a
   RoPE table cached per length.
 CONVENTION is applied like rope's (`_rope_bugs.apply_convention`). The
@@ -81,17 +82,18 @@ MASKS = ("causal", "none", "strict")
 
 
 def _case(d: Draw, name: str, *, B: int, T: int, h: int, h_kv: int, dh: int, d_ff: int, positions: torch.Tensor,
-          dtype: str = "float32", grads: bool = False, eps: float | None = None, base: float | None = None) -> Case:
+          dtype: str = "float32", grads: bool = False, eps: float | None = None, base: float | None = None,
+          scale: float = 1.5, gain: float = 1.0) -> Case:
     dm = h * dh
-    x = d.normal(B, T, dm, dtype=dtype, scale=1.5)
+    x = d.normal(B, T, dm, dtype=dtype, scale=scale)
     params = {
         "attn.q_proj.weight": d.weight(h * dh, dm, dtype=dtype),
         "attn.k_proj.weight": d.weight(h_kv * dh, dm, dtype=dtype),
         "attn.v_proj.weight": d.weight(h_kv * dh, dm, dtype=dtype),
-        "attn.o_proj.weight": d.weight(dm, h * dh, dtype=dtype),
+        "attn.o_proj.weight": (d.weight(dm, h * dh) * gain).to(DTYPES[dtype]),
         "mlp.w_gate.weight": d.weight(d_ff, dm, dtype=dtype),
         "mlp.w_up.weight": d.weight(d_ff, dm, dtype=dtype),
-        "mlp.w_down.weight": d.weight(dm, d_ff, dtype=dtype),
+        "mlp.w_down.weight": (d.weight(dm, d_ff) * gain).to(DTYPES[dtype]),
         "attn_norm.weight": d.normal(dm, scale=0.5, shift=1.0).to(DTYPES[dtype]),
         "mlp_norm.weight": d.normal(dm, scale=0.5, shift=1.0).to(DTYPES[dtype]),
     }
@@ -135,6 +137,10 @@ def make_cases(seed: int) -> list[Case]:
     t = T()
     cases.append(_case(d, "bf16 GQA n_heads=8, n_kv_heads=2, positions with gaps up to 300", B=2, T=t, h=8, h_kv=2,
                        dh=8, d_ff=96, positions=_gaps(d, t, 0, 300), dtype="bfloat16"))
+    t = T()
+    cases.append(_case(d, "fp16 inputs of magnitude ~400 (their squares overflow fp16)", B=1, T=t, h=4, h_kv=2, dh=8,
+                       d_ff=48, positions=_gaps(d, t, 0, 200), dtype="float16", scale=400.0,
+                       gain=200.0))  # branch outputs as large as the stream, so losing one shows
     cases.append(_repeat_case(d))  # drawn last: the cases above are unchanged for a seed
     return cases
 
