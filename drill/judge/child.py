@@ -661,7 +661,8 @@ def tuple_element(result, spec: dict, target: str):
         raise ContractError("wrong_type", f"{target} returned {type_name(result)} instead of a tuple ({', '.join(names)})")
     i = int(spec["pick"])
     if not isinstance(result[i], torch.Tensor):
-        raise ContractError("wrong_type", f"{target} returned {names[i]} as {type_name(result[i])} instead of a tensor")
+        raise ContractError("wrong_type", f"{target} returned {names[i]} as {type_name(result[i])} instead of a tensor "
+                                          f"in the tuple ({', '.join(names)})")
     return result[i]
 
 

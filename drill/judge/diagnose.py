@@ -101,6 +101,17 @@ CACHE_DTYPE = Diagnosis(
 )
 
 
+# `wrong_type` worded for a graded call that must return a tuple (moe's (out, aux); the child's
+# `tuple_element` says "instead of a tuple" or "in the tuple"): the generic fix ("no tuples") would contradict it.
+TUPLE_TYPE = Diagnosis(
+    "wrong_type",
+    "Wrong return type: the contract returns a tuple",
+    "The graded call must return a tuple of tensors (the contract lists its elements, e.g. (out, aux)); yours "
+    "returned something else, or an element that is not a tensor.",
+    "Return exactly the tuple the contract gives, each element a torch.Tensor: return out, aux.",
+)
+
+
 @dataclass
 class CaseEval:
     """Everything the parent knows about one case after the run."""
@@ -176,7 +187,9 @@ def diagnose_cases(spec: Spec, evals: list[CaseEval], tolerance_of: Any) -> Verd
     for status, reason in (("wrong_type", None), ("wrong_shape", "shape")):
         if status in by_status:
             ev = by_status[status][0]
-            return Verdict(GENERIC[status], ev.record.get("message", ""))
+            message = ev.record.get("message", "")
+            tuple_wanted = status == "wrong_type" and ("instead of a tuple" in str(message) or "in the tuple" in str(message))
+            return Verdict(TUPLE_TYPE if tuple_wanted else GENERIC[status], message)
         for ev in evals:
             if reason and ev.forward is not None and ev.forward.reason == reason:
                 return Verdict(GENERIC[status], f"{ev.forward.message} in test '{ev.case.name}'")

@@ -108,6 +108,9 @@ def _inputs(d: Draw, B: int, T: int, dm: int, e: int, k: int, dtype: str, hot_ex
         bad = ~_well_routed(x, w, k)
         if exact:  # the router matmul must be exact in bf16: same logits for every code path
             bad |= (_logits(x, w, x.dtype) != _logits(x, w, torch.float32)).any(dim=-1)
+        if hot_experts:  # every token on exactly these experts
+            top = _logits(x, w, torch.float32).topk(k, dim=-1).indices.sort(dim=-1).values
+            bad |= (top != torch.tensor(sorted(hot_experts))).any(dim=-1)
         if not bool(bad.any()):
             return x.reshape(B, T, dm), w
         x[bad] = _draw_tokens(d, int(bad.sum()), dm, dtype, hot, exact)
