@@ -56,7 +56,8 @@ def test_both_conventions_are_computed_and_the_declared_one_kept() -> None:
     assert spec.prepare(cases, {"CONVENTION": {"present": True, "value": "interleaved", "type": "str"}}) is None
     assert not torch.allclose(cases[0].expected, half)
     diagnosis, detail = spec.prepare(cases, {"CONVENTION": {"present": True, "value": "meta", "type": "str"}})
-    assert diagnosis.id == "rope_convention_invalid" and detail == 'CONVENTION is \'meta\'; expected "half" or "interleaved"'
+    assert diagnosis.id == "rope_convention_invalid"
+    assert detail == 'CONVENTION is \'meta\'; expected "half" or "interleaved"'
 
 
 def test_the_graded_block_is_cut_from_the_decoder_the_child_gets() -> None:
@@ -73,8 +74,8 @@ def in_model() -> dict:
         return {
             "good": check_file(SOLUTIONS / "good_meta_complex_polar.py", "decoder_block", 6, LIMITS, pool=pool,
                                in_model=True),
-            "bug": check_file(SOLUTIONS / "bug_block_post_norm__norm_after_add.py", "decoder_block", 6, LIMITS, pool=pool,
-                              in_model=True),
+            "bug": check_file(SOLUTIONS / "bug_block_post_norm__norm_after_add.py", "decoder_block", 6, LIMITS,
+                              pool=pool, in_model=True),
         }
 
 

@@ -86,8 +86,10 @@ def test_the_declared_convention_is_graded_and_named_in_every_test() -> None:
     assert not torch.allclose(out_true, out_false)
     for bad, shown in ((1, "1"), ("yes", "'yes'"), (None, "None")):
         kind = type(bad).__name__
-        diagnosis, detail = spec.prepare(spec.make_cases(3), {"NORM_TOPK_PROB": {"present": True, "value": bad, "type": kind}})
-        assert diagnosis.id == "moe_norm_topk_invalid" and detail == f"NORM_TOPK_PROB is {shown}; expected True or False"
+        attrs = {"NORM_TOPK_PROB": {"present": True, "value": bad, "type": kind}}
+        diagnosis, detail = spec.prepare(spec.make_cases(3), attrs)
+        assert diagnosis.id == "moe_norm_topk_invalid"
+        assert detail == f"NORM_TOPK_PROB is {shown}; expected True or False"
 
 
 NO_MATMUL = '''
@@ -98,7 +100,8 @@ from torch import nn
 class Expert(nn.Module):
     def __init__(self, d, f):
         super().__init__()
-        self.w_gate, self.w_up, self.w_down = nn.Linear(d, f, bias=False), nn.Linear(d, f, bias=False), nn.Linear(f, d, bias=False)
+        self.w_gate, self.w_up = nn.Linear(d, f, bias=False), nn.Linear(d, f, bias=False)
+        self.w_down = nn.Linear(f, d, bias=False)
 
 
 def lin(x, w):  # no matmul at all: what a FLOP counter cannot see
@@ -223,7 +226,8 @@ def test_start_hint_exercises_and_check_through_the_cli(home: Path, tmp_path: Pa
 
 
 def test_a_tuple_missing_its_aux_is_worded_as_a_tuple(home: Path) -> None:
-    doc = json.loads(run("check", str(SOLUTIONS / "bug_wrong_type__output_only.py"), "--exercise", "moe", "--json").stdout)
+    path = SOLUTIONS / "bug_wrong_type__output_only.py"
+    doc = json.loads(run("check", str(path), "--exercise", "moe", "--json").stdout)
     assert doc["diagnosis"]["id"] == "wrong_type" and "tuple" in doc["diagnosis"]["title"]
     assert "no .tolist()" not in doc["diagnosis"]["fix"] and "(out, aux)" in doc["diagnosis"]["detail"]
 

@@ -461,8 +461,8 @@ def _block_build(size: int, dims: dict, dtype: Any, device: Any, seed: int = 0) 
     weights = _linear_weights(g, shapes, dtype, device)
     for norm in ("attn_norm.weight", "mlp_norm.weight"):
         weights[norm] = 1.0 + 0.1 * _randn(g, d, dtype=dtype, device=device)
-    return {"x": _randn(g, dims["B"], size, d, dtype=dtype, device=device), "positions": torch.arange(size, device=device),
-            "weights": weights}
+    x = _randn(g, dims["B"], size, d, dtype=dtype, device=device)
+    return {"x": x, "positions": torch.arange(size, device=device), "weights": weights}
 
 
 def _block_reference(ref: Any, impl: str, x: dict, dims: dict) -> Call:
@@ -513,12 +513,14 @@ def _moe_build(size: int, dims: dict, dtype: Any, device: Any, seed: int = 0) ->
     for e in range(size):
         shapes.update({f"experts.{e}.w_gate.weight": (ff, d), f"experts.{e}.w_up.weight": (ff, d),
                        f"experts.{e}.w_down.weight": (d, ff)})
-    return {"x": _randn(g, 1, dims["N"], d, dtype=dtype, device=device), "weights": _linear_weights(g, shapes, dtype, device)}
+    x = _randn(g, 1, dims["N"], d, dtype=dtype, device=device)
+    return {"x": x, "weights": _linear_weights(g, shapes, dtype, device)}
 
 
 def _moe_reference(ref: Any, impl: str, x: dict, dims: dict) -> Call:
     w = x["weights"]
-    experts = [tuple(w[f"experts.{e}.{n}.weight"] for n in ("w_gate", "w_up", "w_down")) for e in range(w["router.weight"].shape[0])]
+    n_experts = w["router.weight"].shape[0]
+    experts = [tuple(w[f"experts.{e}.{n}.weight"] for n in ("w_gate", "w_up", "w_down")) for e in range(n_experts)]
     norm = x.get("norm_topk_prob", True)
     return lambda: ref.moe(x["x"], w["router.weight"], experts, dims["top_k"], norm, impl=impl)[0]
 

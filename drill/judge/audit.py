@@ -291,7 +291,7 @@ def moe_work(config: dict, mod: Any, host: Any) -> dict:
     return {
         "config": {"tokens": n, "d_model": dm, "d_ff": dff, "n_experts": e, "top_k": k},
         "flops": counter.flops,
-        "rows": [counter.rows[f"{i}.w_gate"] + counter.rows[f"{i}.w_up"] + counter.rows[f"{i}.w_down"] for i in range(e)],
+        "rows": [sum(counter.rows[f"{i}.{part}"] for part in ("w_gate", "w_up", "w_down")) for i in range(e)],
         "norm_topk_prob": value if isinstance(value, bool) else None,
         "declared": declared,
     }
@@ -400,8 +400,8 @@ def judge_moe_work(data: dict) -> tuple[list[str], list[str]]:
         what = f"{seen} token rows where routing needs {n * k}" if seen else f"FLOPs of {e} experts per token, not {k}"
         notes.append(
             f"every expert runs on every token ({e} experts x {n} tokens: {what}): "
-            f"{flops / 1e6:.2f} MFLOPs against the routed minimum of {minimum / 1e6:.2f} ({ratio:.1f}x); run each expert "
-            f"only on its tokens (torch.where(idx == e), or sort the (token, expert) pairs by expert)"
+            f"{flops / 1e6:.2f} MFLOPs against the routed minimum of {minimum / 1e6:.2f} ({ratio:.1f}x); "
+            f"run each expert only on its tokens (torch.where(idx == e), or sort the (token, expert) pairs by expert)"
         )
     elif ratio > MOE_DENSE_RATIO:
         notes.append(

@@ -44,7 +44,8 @@ MD = diagnoses(
               "P_e is the mean over tokens of the router probability p_e over *all* experts; yours averages the "
               "routing weights (zero for unchosen experts, renormalised when NORM_TOPK_PROB), which is not "
               "Mixtral's load_balancing_loss_func and gives the router a different gradient.",
-              "Keep the full softmax p (N, n_experts) and use P = p.mean(0); the top-k weights only scale the experts."),
+              "Keep the full softmax p (N, n_experts) and use P = p.mean(0); the top-k weights only scale the "
+              "experts."),
     Diagnosis("moe_aux_f_over_topk", "f_e divided by tokens x top_k",
               "f_e is the share of tokens whose top_k includes expert e (the f_e sum to top_k); dividing the counts "
               "by tokens * top_k makes them sum to 1 and shrinks aux by a factor top_k (some Switch-style code does "
@@ -206,15 +207,19 @@ MOE_VARIANTS = [
      _declared(False, norm=True)),
     ("moe_softmax_topk_only", "softmax over the top-k logits, used for the weights and for the aux loss",
      _declared(False, softmax_topk=True, aux_p="weights")),
-    ("moe_aux_from_topk", "P_e from the routing weights, not from the full softmax", lambda c: moe_variant(c, aux_p="weights")),
+    ("moe_aux_from_topk", "P_e from the routing weights, not from the full softmax",
+     lambda c: moe_variant(c, aux_p="weights")),
     ("moe_aux_f_over_topk", "f_e = counts / (tokens * top_k)", _shows(_k_above_1, aux_f="div_k")),
     ("moe_aux_top1_counts", "f_e counts each token's first choice only", _shows(_k_above_1, aux_f="top1")),
     ("moe_aux_missing_n_experts", "aux = sum_e f_e * P_e (no n_experts factor)", lambda c: moe_variant(c, aux_n=False)),
     ("moe_unweighted", "sum of the chosen experts' outputs, weight 1", _shows(_weights_matter, unweighted=True)),
-    ("moe_weight_on_input", "expert(weight * x) instead of weight * expert(x)", _shows(_weights_matter, weight_input=True)),
-    ("moe_wrong_rows", "(N * k, d) rows built token by token, summed as (k, N, d)", _shows(_k_above_1, rows="slot_major")),
+    ("moe_weight_on_input", "expert(weight * x) instead of weight * expert(x)",
+     _shows(_weights_matter, weight_input=True)),
+    ("moe_wrong_rows", "(N * k, d) rows built token by token, summed as (k, N, d)",
+     _shows(_k_above_1, rows="slot_major")),
     ("moe_wrong_rows", "rows sorted by expert, put back with y[order] instead of the inverse permutation",
      lambda c: moe_variant(c, rows="unsort")),
     ("moe_router_half", "router softmax in the input's half dtype", lambda c: moe_variant(c, half="softmax")),
-    ("moe_router_half", "router softmax and P_e's mean in the input's half dtype", lambda c: moe_variant(c, half="mean")),
+    ("moe_router_half", "router softmax and P_e's mean in the input's half dtype",
+     lambda c: moe_variant(c, half="mean")),
 ]

@@ -217,7 +217,8 @@ def block_variant(
     without its residual), "normed_res" / "normed_res_attn" / "normed_res_mlp" (residual from the
     normalised input). norm_weights: "own", "attn" or "mlp" (both branches use that norm's weight), "none".
     norm: `normalise` knobs (eps_at, upcast, centre). rope: fn(t, positions, base, convention),
-    "default" (the exact rotation) or "none"; rope_on: which of q, k, v it rotates. mask/core/tiled/strided: as gqa's variants.
+    "default" (the exact rotation) or "none"; rope_on: which of q, k, v it rotates.
+    mask/core/tiled/strided: as gqa's variants.
     mlp: "silu_gate" (right), "silu_up" (silu on w_up), or an activation function for the gate.
     """
     a, p, ctx = case.args, case.params, case.ctx
@@ -309,10 +310,12 @@ def _v(**knobs):
 
 BLOCK_VARIANTS = [
     ("block_post_norm", "h = attn_norm(x + attn(x)); out = mlp_norm(h + mlp(h))", {"layout": "post"}),
-    ("block_residual_missing", "h = attn(attn_norm(x)): no residual on the attention branch", {"layout": "no_res_attn"}),
+    ("block_residual_missing", "h = attn(attn_norm(x)): no residual on the attention branch",
+     {"layout": "no_res_attn"}),
     ("block_residual_missing", "out = mlp(mlp_norm(h)): no residual on the MLP branch", {"layout": "no_res_mlp"}),
     ("block_residual_normed", "n = norm(x); h = n + attn(n) (both branches)", {"layout": "normed_res"}),
-    ("block_residual_normed", "n = attn_norm(x); h = n + attn(n) (the attention branch)", {"layout": "normed_res_attn"}),
+    ("block_residual_normed", "n = attn_norm(x); h = n + attn(n) (the attention branch)",
+     {"layout": "normed_res_attn"}),
     ("block_residual_normed", "n = mlp_norm(h); out = n + mlp(n) (the MLP branch)", {"layout": "normed_res_mlp"}),
     ("block_norm_shared", "attn_norm used before the MLP too", {"norm_weights": "attn"}),
     ("block_norm_shared", "mlp_norm used before attention too", {"norm_weights": "mlp"}),

@@ -87,7 +87,8 @@ def _draw_tokens(d: Draw, n: int, dm: int, dtype: str, hot: torch.Tensor | None,
     return x.to(DTYPES[dtype])
 
 
-def _router(d: Draw, e: int, dm: int, dtype: str, hot_experts: list[int], exact: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+def _router(d: Draw, e: int, dm: int, dtype: str, hot_experts: list[int],
+            exact: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
     if exact:
         return _grid(d, e, dm, step=0.125, scale=dm**-0.5).to(DTYPES[dtype]), None
     w = d.normal(e, dm, scale=dm**-0.5)
@@ -132,7 +133,8 @@ def _scenario(d: Draw, label: str, *, B: int, T: int, e: int, k: int, dm: int = 
     for i in range(e):
         params.update({f"experts.{i}.{n}.weight": d.weight(*((dm, dff) if n == "w_down" else (dff, dm)), dtype=dtype)
                        for n in EXPERT_PARTS})
-    return [_case(d, f"{DTYPE_LABEL[dtype]} {label}: {WHAT[pick]}", x, params, e, k, dtype, grads, pick) for pick in NAMES]
+    name = f"{DTYPE_LABEL[dtype]} {label}"
+    return [_case(d, f"{name}: {WHAT[pick]}", x, params, e, k, dtype, grads, pick) for pick in NAMES]
 
 
 def _case(d: Draw, name: str, x, params, e: int, k: int, dtype: str, grads: bool, pick: str) -> Case:
@@ -222,7 +224,8 @@ def prepare(cases: list[Case], attrs: dict) -> tuple | None:
     elif info.get("type") == "bool" and isinstance(info.get("value"), bool):
         norm, how = info["value"], ""
     else:
-        shown = repr(info.get("value")) if info.get("type") in ("str", "int", "float", "NoneType") else f"a {info.get('type')}"
+        plain = info.get("type") in ("str", "int", "float", "NoneType")
+        shown = repr(info.get("value")) if plain else f"a {info.get('type')}"
         return MD["moe_norm_topk_invalid"], f"NORM_TOPK_PROB is {shown}; expected True or False"
     for case in cases:
         case.ctx["norm"] = norm
