@@ -17,23 +17,14 @@ import argparse
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
-
-def timed(cmd: list[str], env: dict[str, str], expect: int) -> float:
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    elapsed = time.perf_counter() - t0
-    if proc.returncode != expect:
-        sys.exit(f"{' '.join(cmd)} exited {proc.returncode} (expected {expect}): {proc.stderr[-500:]}")
-    return elapsed
+from check_startup import timed  # noqa: E402 - one way of timing a fresh interpreter for both scripts
 
 
 def main() -> None:
