@@ -167,3 +167,24 @@ def test_norm_cases_are_the_battery_and_reproducible() -> None:
     assert {c.args["x"].dim() for c in cases} == {2, 3, 4}
     assert [c.repeat is not None for c in cases] == [False] * 8 + [True]  # the repeat call is drawn last
     assert sum(c.wants_grads for c in cases) == 3
+
+
+def test_one_thread_restores_the_count_after_nested_and_concurrent_uses() -> None:
+    import threading
+
+    from drill.judge.specs._common import one_thread
+
+    before = torch.get_num_threads()
+    seen = []
+
+    def work() -> None:
+        with one_thread():
+            with one_thread():
+                seen.append(torch.get_num_threads())
+
+    threads = [threading.Thread(target=work) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert seen == [1] * 6 and torch.get_num_threads() == before

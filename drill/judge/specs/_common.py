@@ -27,6 +27,7 @@ moves the output by far more than these bounds on the cases built to reveal it.
 from __future__ import annotations
 
 import random
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -113,15 +114,27 @@ class one_thread:
     per call instead of 10 us, tril and softmax on 8x8 inputs 13 ms) hand
     even tiny inputs to the OpenMP pool, whose threads then wait for a busy
     core; every tensor the grader's parent builds is tiny. The count is a
-    process-wide setting, so it is restored on exit.
+    process-wide setting and `drill check DIR` grades on several threads at
+    once, so nested and concurrent uses share one count: the first to enter
+    saves it, the last to leave restores it.
     """
 
+    _lock = threading.Lock()
+    _depth = 0
+    _saved = 1
+
     def __enter__(self) -> None:
-        self.before = torch.get_num_threads()
-        torch.set_num_threads(1)
+        with one_thread._lock:
+            if one_thread._depth == 0:
+                one_thread._saved = torch.get_num_threads()
+                torch.set_num_threads(1)
+            one_thread._depth += 1
 
     def __exit__(self, *exc: object) -> None:
-        torch.set_num_threads(self.before)
+        with one_thread._lock:
+            one_thread._depth -= 1
+            if one_thread._depth == 0:
+                torch.set_num_threads(one_thread._saved)
 
 
 def tolerance_for(case: Case) -> Tolerance:
