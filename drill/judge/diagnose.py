@@ -304,8 +304,9 @@ def match_bug(spec: Spec, evals: list[CaseEval], tolerance_of: Any) -> Verdict |
     n_failing = sum(not ev.forward.ok for ev in evals)
     consistent: list[tuple[int, int, Bug]] = []  # (explained, order, bug)
     partial: list[tuple[int, int, Bug]] = []
+    plain: dict[int, bool] = {}
     for order, bug in enumerate(spec.bugs):
-        explained, matched, is_consistent = _score_bug(bug, evals, tolerance_of)
+        explained, matched, is_consistent = _score_bug(bug, evals, tolerance_of, plain)
         if is_consistent and explained:
             consistent.append((explained, -order, bug))
         elif matched:
@@ -342,9 +343,16 @@ def _other_ids(best: Bug, bugs: list[Bug]) -> list[str]:
     return seen
 
 
-def _score_bug(bug: Bug, evals: list[CaseEval], tolerance_of: Any) -> tuple[int, int, bool]:
-    """(failing cases explained if consistent, failing cases matched exactly, consistent with all cases)."""
+def _score_bug(bug: Bug, evals: list[CaseEval], tolerance_of: Any,
+               plain: dict[int, bool] | None = None) -> tuple[int, int, bool]:
+    """(failing cases explained if consistent, failing cases matched exactly, consistent with all cases).
+
+    `plain` memoises, per case, whether the learner's output is within tolerance with nothing ignored:
+    the same for every variant that leaves no element unknown (a third of the comparisons).
+    """
     from drill.judge.compare import compare
+
+    plain = {} if plain is None else plain
 
     explained = matched = 0
     consistent = True
@@ -361,7 +369,12 @@ def _score_bug(bug: Bug, evals: list[CaseEval], tolerance_of: Any) -> tuple[int,
             variant, unknown = produced
         else:
             variant, unknown = produced, None
-        learner_ok = compare(ev.got, case.expected, tol, care=case.care, ignore=unknown).ok
+        if unknown is None:
+            if id(ev) not in plain:
+                plain[id(ev)] = compare(ev.got, case.expected, tol, care=case.care).ok
+            learner_ok = plain[id(ev)]
+        else:
+            learner_ok = compare(ev.got, case.expected, tol, care=case.care, ignore=unknown).ok
         variant_ok = True if variant is None else compare(variant, case.expected, tol, care=case.care, ignore=unknown).ok
         if learner_ok != variant_ok:
             consistent = False

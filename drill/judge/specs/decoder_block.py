@@ -297,7 +297,7 @@ def block_variant(
     except _NotShown:
         return None
     unknown = unknown_rows[:, :, None].expand(out.shape).clone() | torch.isnan(out)
-    return out.float(), unknown
+    return out.float(), (unknown if bool(unknown.any()) else None)  # None: nothing left out of the comparison
 
 
 class _NotShown(Exception):
