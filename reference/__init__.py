@@ -10,7 +10,8 @@ from .backend import get_impl, set_impl, use_impl
 from .kv_cache import KVCache
 from .loss import cross_entropy
 from .mlp import SwiGLU, ffn_hidden_dim, swiglu
-from .model import Attention, Decoder, LlamaConfig, PastKVAttention, copy_weights
+from .model import Attention, Decoder, LlamaConfig, PastKVAttention, copy_weights, llama_block
+from .moe import MoE, load_balancing_loss, moe, route, router_probs
 from .norm import LayerNorm, RMSNorm, layer_norm, rms_norm
 from .rope import apply_rope, half_to_interleaved_perm, rope_angles
 
@@ -20,6 +21,7 @@ __all__ = [
     "KVCache",
     "LayerNorm",
     "LlamaConfig",
+    "MoE",
     "PastKVAttention",
     "RMSNorm",
     "SwiGLU",
@@ -32,9 +34,14 @@ __all__ = [
     "grouped_query_attention",
     "half_to_interleaved_perm",
     "layer_norm",
+    "llama_block",
+    "load_balancing_loss",
+    "moe",
     "multi_head_attention",
     "rms_norm",
     "rope_angles",
+    "route",
+    "router_probs",
     "sdpa",
     "set_impl",
     "swiglu",

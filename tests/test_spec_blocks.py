@@ -227,3 +227,22 @@ def test_centring_diagnoses_name_their_fix() -> None:
     assert "unbiased=False" in table["ln_unbiased_variance"].fix
     assert "Centre first" in table["ln_var_cancellation"].fix
     assert _norm.eps_text(1e-05) == "1e-5" and _norm.eps_text(1e-12) == "1e-12" and _norm.eps_text(0.01) == "0.01"
+def test_one_thread_restores_the_count_after_nested_and_concurrent_uses() -> None:
+    import threading
+
+    from drill.judge.specs._common import one_thread
+
+    before = torch.get_num_threads()
+    seen = []
+
+    def work() -> None:
+        with one_thread():
+            with one_thread():
+                seen.append(torch.get_num_threads())
+
+    threads = [threading.Thread(target=work) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert seen == [1] * 6 and torch.get_num_threads() == before

@@ -281,6 +281,7 @@ class Learner:
         jc.trap_classes(job.get("forbidden_classes", []))
         self.module = None
         self.convention = "half"
+        self.norm_topk_prob = True
 
     def traps(self):
         return (self.jc.FunctionTrap(self.patterns), self.jc.DispatchTrap(self.patterns))
@@ -321,6 +322,8 @@ class Learner:
         self.module = module
         convention = getattr(module, "CONVENTION", "half")
         self.convention = convention if convention in ("half", "interleaved") else "half"
+        norm_topk_prob = getattr(module, "NORM_TOPK_PROB", True)  # moe: the reference renormalises as the file says
+        self.norm_topk_prob = norm_topk_prob if isinstance(norm_topk_prob, bool) else True
         record({"event": "loaded"})
         return True
 
@@ -381,7 +384,7 @@ class Ladder:
             free_device_memory(device)
             self.stop(size, "memory", f"stopped before {self.wl.size_label}={size}: out of memory building the inputs")
             return None
-        inputs["convention"] = self.learner.convention
+        inputs["convention"], inputs["norm_topk_prob"] = self.learner.convention, self.learner.norm_topk_prob
         results: dict[str, dict] = {}
         contenders = self.prepare_all(size, inputs, results)
         self.time_all(size, contenders, results)

@@ -43,6 +43,8 @@ CE_IGNORE_INDEX = default("cross_entropy", "ignore_index")
 CE_LABEL_SMOOTHING = default("cross_entropy", "label_smoothing")
 ROPE_BASE = default("rope", "base")
 KV_ROPE_BASE = default("kv_cache", "rope_base")
+BLOCK_EPS = default("decoder_block", "eps")
+BLOCK_ROPE_BASE = default("decoder_block", "rope_base")
 FFN_MULTIPLE_OF = default("swiglu", "multiple_of")
 
 
@@ -516,6 +518,124 @@ KV_CACHE = Workload(
     est_bytes=_kv_est,
     tokens=lambda size, dims: dims["B"],
     comparable=False,  # your cache holds your prefill, the reference's a random one: outputs differ by design
+)
+
+
+# -- decoder_block: one pre-norm layer at sequence length T ----------------------------
+
+_BLOCK_PATHS = {  # the exercise's attribute paths -> the reference layer's (decoder.BLOCK_PATHS, without torch)
+    "attn.q_proj.weight": "self_attn.q_proj.weight", "attn.k_proj.weight": "self_attn.k_proj.weight",
+    "attn.v_proj.weight": "self_attn.v_proj.weight", "attn.o_proj.weight": "self_attn.o_proj.weight",
+    "mlp.w_gate.weight": "mlp.gate_proj.weight", "mlp.w_up.weight": "mlp.up_proj.weight",
+    "mlp.w_down.weight": "mlp.down_proj.weight", "attn_norm.weight": "input_layernorm.weight",
+    "mlp_norm.weight": "post_attention_layernorm.weight",
+}
+
+
+def _block_build(size: int, dims: dict, dtype: Any, device: Any, seed: int = 0) -> dict:
+    import torch
+
+    g = _gen(seed, device)
+    d, h, h_kv, ff = dims["d_model"], dims["H"], dims["H_kv"], dims["d_ff"]
+    shapes = {f"attn.{k}": v for k, v in _proj_shapes({"d_model": d, "H": h, "H_kv": h_kv}).items()}
+    shapes.update({"mlp.w_gate.weight": (ff, d), "mlp.w_up.weight": (ff, d), "mlp.w_down.weight": (d, ff)})
+    weights = _linear_weights(g, shapes, dtype, device)
+    for norm in ("attn_norm.weight", "mlp_norm.weight"):
+        weights[norm] = 1.0 + 0.1 * _randn(g, d, dtype=dtype, device=device)
+    x = _randn(g, dims["B"], size, d, dtype=dtype, device=device)
+    return {"x": x, "positions": torch.arange(size, device=device), "weights": weights}
+
+
+def _block_reference(ref: Any, impl: str, x: dict, dims: dict) -> Call:
+    def factory() -> Any:
+        return ref.llama_block(dims["d_model"], dims["H"], dims["H_kv"], dims["d_ff"], BLOCK_EPS, BLOCK_ROPE_BASE,
+                               x.get("convention", "half"), impl=impl)
+
+    block = load_module(factory, {_BLOCK_PATHS[k]: v for k, v in x["weights"].items()}, x["x"].dtype, x["x"].device)
+    return lambda: block(x["x"], x["positions"])
+
+
+def _block_learner(mod: Any, x: dict, dims: dict) -> Call:
+    m = load_module(lambda: mod.DecoderBlock(dims["d_model"], dims["H"], dims["H_kv"], dims["d_ff"]), x["weights"],
+                    x["x"].dtype, x["x"].device)
+    return lambda: m(x["x"], x["positions"])
+
+
+def _block_est(size: int, dims: dict, elem: int) -> int:
+    b, d, h, ff = dims["B"], dims["d_model"], dims["H"], dims["d_ff"]
+    return 12 * b * size * d * elem + 4 * b * size * ff * 4 + 3 * b * h * size * size * 4
+
+
+DECODER_BLOCK = Workload(
+    exercise="decoder_block",
+    size_name="sequence length T (positions 0..T-1, causal)",
+    size_label="T",
+    ladder_cpu=(128, 256, 512, 1024, 2048),
+    ladder_cuda=(1024, 2048, 4096, 8192, 16384),
+    dims_cpu={"B": 1, "d_model": 256, "H": 8, "H_kv": 2, "d_ff": 768},
+    dims_cuda={"B": 1, "d_model": 4096, "H": 32, "H_kv": 8, "d_ff": 14336},
+    expected_exponent=2.0,
+    expected_note="projections and the MLP ~T, attention ~T^2: the exponent approaches 2 as T grows",
+    build=_block_build,
+    reference=_block_reference,
+    learner=_block_learner,
+    est_bytes=_block_est,
+    tokens=lambda size, dims: dims["B"] * size,
+)
+
+
+# -- moe: a fixed batch of tokens through more and more experts -----------------------------
+
+
+def _moe_build(size: int, dims: dict, dtype: Any, device: Any, seed: int = 0) -> dict:
+    g = _gen(seed, device)
+    d, ff = dims["d_model"], dims["d_ff"]
+    shapes = {"router.weight": (size, d)}
+    for e in range(size):
+        shapes.update({f"experts.{e}.w_gate.weight": (ff, d), f"experts.{e}.w_up.weight": (ff, d),
+                       f"experts.{e}.w_down.weight": (d, ff)})
+    x = _randn(g, 1, dims["N"], d, dtype=dtype, device=device)
+    return {"x": x, "weights": _linear_weights(g, shapes, dtype, device)}
+
+
+def _moe_reference(ref: Any, impl: str, x: dict, dims: dict) -> Call:
+    w = x["weights"]
+    n_experts = w["router.weight"].shape[0]
+    experts = [tuple(w[f"experts.{e}.{n}.weight"] for n in ("w_gate", "w_up", "w_down")) for e in range(n_experts)]
+    norm = x.get("norm_topk_prob", True)
+    return lambda: ref.moe(x["x"], w["router.weight"], experts, dims["top_k"], norm, impl=impl)[0]
+
+
+def _moe_learner(mod: Any, x: dict, dims: dict) -> Call:
+    n_experts = x["weights"]["router.weight"].shape[0]
+    m = load_module(lambda: mod.MoE(dims["d_model"], dims["d_ff"], n_experts, dims["top_k"]), x["weights"],
+                    x["x"].dtype, x["x"].device)
+    return lambda: m(x["x"])[0]  # the output; the aux loss is computed (and timed) too
+
+
+def _moe_bytes(size: int, dims: dict, elem: int) -> int:
+    d, ff, n = dims["d_model"], dims["d_ff"], dims["N"]
+    return size * (3 * d * ff + d) * elem + 2 * n * d * elem
+
+
+MOE = Workload(
+    exercise="moe",
+    size_name="number of experts (N tokens, top_k and the expert size fixed)",
+    size_label="experts",
+    ladder_cpu=(4, 8, 16, 32, 64),
+    ladder_cuda=(8, 16, 32, 64, 128),
+    dims_cpu={"N": 256, "d_model": 128, "d_ff": 256, "top_k": 2},
+    dims_cuda={"N": 8192, "d_model": 2048, "d_ff": 1408, "top_k": 2},
+    expected_exponent=0.5,
+    expected_note="routed: each token runs top_k experts however many exist, so the expert FLOPs stay flat; the router "
+    "and one small matmul triple per expert grow with the count (~experts^0.5 measured on CPU); ~experts^1 means "
+    "every expert runs on every token",
+    build=_moe_build,
+    reference=_moe_reference,
+    learner=_moe_learner,
+    est_bytes=lambda size, dims, elem: _moe_bytes(size, dims, 4) + 6 * dims["N"] * dims["top_k"] * dims["d_ff"] * 4,
+    tokens=lambda size, dims: dims["N"],
+    bytes_moved=_moe_bytes,
 )
 
 

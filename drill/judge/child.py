@@ -630,6 +630,8 @@ def run_case(mod, case: dict, tensors: dict) -> dict:
     if first is not None:
         call(*first)
     out = call(*args)
+    if (case.get("extra") or {}).get("tuple"):
+        out = tuple_element(out, case["extra"]["tuple"], target)
     if not isinstance(out, torch.Tensor):
         raise ContractError("wrong_type", f"{target} returned {type_name(out)} instead of a tensor")
     result = {"out": plain(out)}
@@ -667,6 +669,23 @@ def run_case(mod, case: dict, tensors: dict) -> dict:
         if isinstance(again, torch.Tensor):
             result["again"] = plain(again)
     return result
+
+
+def tuple_element(result, spec: dict, target: str):
+    """The graded element of a call returning a tuple (moe's (out, aux)): `spec` = {"names": [...], "pick": i}.
+
+    Each such case grades one element (its gradients flow from that element
+    alone); the parent compares it like any single output and its message
+    names the element (the case's ctx["what"]).
+    """
+    names = [str(n) for n in spec["names"]]
+    if not isinstance(result, (tuple, list)) or len(result) != len(names):
+        raise ContractError("wrong_type", f"{target} returned {type_name(result)} instead of a tuple ({', '.join(names)})")
+    i = int(spec["pick"])
+    if not isinstance(result[i], torch.Tensor):
+        raise ContractError("wrong_type", f"{target} returned {names[i]} as {type_name(result[i])} instead of a tensor "
+                                          f"in the tuple ({', '.join(names)})")
+    return result[i]
 
 
 def classify(exc: BaseException) -> dict:

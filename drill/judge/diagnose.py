@@ -111,6 +111,17 @@ CACHE_DTYPE = Diagnosis(
 )
 
 
+# `wrong_type` worded for a graded call that must return a tuple (moe's (out, aux); the child's
+# `tuple_element` says "instead of a tuple" or "in the tuple"): the generic fix ("no tuples") would contradict it.
+TUPLE_TYPE = Diagnosis(
+    "wrong_type",
+    "Wrong return type: the contract returns a tuple",
+    "The graded call must return a tuple of tensors (the contract lists its elements, e.g. (out, aux)); yours "
+    "returned something else, or an element that is not a tensor.",
+    "Return exactly the tuple the contract gives, each element a torch.Tensor: return out, aux.",
+)
+
+
 @dataclass
 class CaseEval:
     """Everything the parent knows about one case after the run."""
@@ -200,7 +211,9 @@ def diagnose_cases(spec: Spec, evals: list[CaseEval], tolerance_of: Any) -> Verd
     for status, reason in (("wrong_type", None), ("wrong_shape", "shape")):
         if status in by_status:
             ev = by_status[status][0]
-            return Verdict(GENERIC[status], ev.record.get("message", ""))
+            message = ev.record.get("message", "")
+            tuple_wanted = status == "wrong_type" and ("instead of a tuple" in str(message) or "in the tuple" in str(message))
+            return Verdict(TUPLE_TYPE if tuple_wanted else GENERIC[status], message)
         for ev in evals:
             if reason and ev.forward is not None and ev.forward.reason == reason:
                 return Verdict(GENERIC[status], f"{ev.forward.message} in test '{ev.case.name}'")
@@ -391,18 +404,19 @@ def match_bug(spec: Spec, evals: list[CaseEval], tolerance_of: Any) -> Verdict |
     n_failing = sum(not ev.forward.ok for ev in evals)
     consistent: list[tuple[int, int, Bug]] = []  # (explained, order, bug)
     partial: list[tuple[int, int, Bug]] = []
+    plain: dict[int, bool] = {}  # per case: the learner within tolerance with nothing ignored (same for most variants)
     # First pass: only whether each variant is consistent, stopping at its first contradiction, failing
     # tests first (where a wrong variant shows at once). Most variants are out after one or two cases,
     # so a failing check pays for the few that fit, not for every variant on every case. Only when none
     # fits does the second pass score them all for the partial match; the verdict is the same either way.
     ordered = sorted(evals, key=lambda ev: ev.forward.ok)
     for order, bug in enumerate(spec.bugs):
-        explained, _, is_consistent = _score_bug(bug, ordered, tolerance_of, stop_early=True)
+        explained, _, is_consistent = _score_bug(bug, ordered, tolerance_of, plain, stop_early=True)
         if is_consistent and explained:
             consistent.append((explained, -order, bug))
     if not consistent:
         for order, bug in enumerate(spec.bugs):
-            _, matched, _ = _score_bug(bug, evals, tolerance_of)
+            _, matched, _ = _score_bug(bug, evals, tolerance_of, plain)
             if matched:
                 partial.append((matched, -order, bug))
     if consistent:
@@ -449,12 +463,17 @@ def _other_counts(best: Bug, scored: list[tuple[int, int, Bug]]) -> list[str]:
     return [f"{i} on {n} test{'s' if n != 1 else ''}" for i, n in sorted(most.items(), key=lambda t: -t[1])]
 
 
-def _score_bug(bug: Bug, evals: list[CaseEval], tolerance_of: Any, stop_early: bool = False) -> tuple[int, int, bool]:
+def _score_bug(bug: Bug, evals: list[CaseEval], tolerance_of: Any, plain: dict[int, bool] | None = None,
+               stop_early: bool = False) -> tuple[int, int, bool]:
     """(failing cases explained if consistent, failing cases matched exactly, consistent with all cases).
 
+    `plain` memoises, per case, whether the learner's output is within tolerance with nothing ignored:
+    the same for every variant that leaves no element unknown (a third of the comparisons).
     stop_early: return at the first case contradicting the variant (the counts are then partial).
     """
     from drill.judge.compare import compare
+
+    plain = {} if plain is None else plain
 
     explained = matched = 0
     consistent = True
@@ -473,7 +492,12 @@ def _score_bug(bug: Bug, evals: list[CaseEval], tolerance_of: Any, stop_early: b
             variant, unknown = produced
         else:
             variant, unknown = produced, None
-        learner_ok = compare(ev.got, case.expected, tol, care=case.care, ignore=unknown).ok
+        if unknown is None:
+            if id(ev) not in plain:
+                plain[id(ev)] = compare(ev.got, case.expected, tol, care=case.care).ok
+            learner_ok = plain[id(ev)]
+        else:
+            learner_ok = compare(ev.got, case.expected, tol, care=case.care, ignore=unknown).ok
         variant_ok = True if variant is None else compare(variant, case.expected, tol, care=case.care, ignore=unknown).ok
         if learner_ok != variant_ok:
             consistent = False

@@ -90,7 +90,7 @@ INDEX: tuple[Exercise, ...] = (
     Exercise("kv_cache", ("CachedSelfAttention",),
              "causal GQA with RoPE and a KV cache: any split of a sequence into calls gives the same output",
              "inference", "hard", ("kv_cache",), "good_concat_bottom_right.py", in_model=True, bench=True,
-             defaults={"rope_base": 10000.0}),
+             defaults={"rope_base": 10000.0, "CONVENTION": "half"}),
     Exercise("layernorm", ("LayerNorm",),
              "layer normalisation with a learned weight and bias, population variance, accumulated in fp32",
              "norms", "easy", ("normalization",), "good_two_pass.py", bench=True, defaults={"eps": 1e-5}, wave=2),
@@ -98,6 +98,14 @@ INDEX: tuple[Exercise, ...] = (
              "a stable cross-entropy loss over the last axis with ignore_index and label smoothing",
              "training", "medium", ("loss",), "good_logsumexp_by_hand.py", bench=True,
              defaults={"ignore_index": -100, "label_smoothing": 0.0}, wave=2),
+    Exercise("decoder_block", ("DecoderBlock",),
+             "the pre-norm Llama block: RMSNorm, causal GQA with RoPE at given positions, SwiGLU, two residuals",
+             "block", "medium", ("block",), "good_hf_llama.py", in_model=True, bench=True,
+             defaults={"eps": 1e-6, "rope_base": 10000.0, "CONVENTION": "half"}, wave=2),
+    Exercise("moe", ("MoE",),
+             "a top-k routed mixture of SwiGLU experts with Mixtral's load-balancing loss",
+             "mlp", "hard", ("moe",), "good_hf_mixtral_loop.py", bench=True,
+             defaults={"NORM_TOPK_PROB": True}, wave=2),
 )
 
 _BY_NAME: dict[str, Exercise] = {e.name: e for e in INDEX}

@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from drill.judge.registry import default
-from drill.judge.spec import Diagnosis
+from drill.judge.spec import Case, Diagnosis, Tolerance
 
 DEFAULT_BASE = default("rope", "base")  # what code that ignores `base` uses
 
@@ -70,17 +70,34 @@ RD = {
 }
 
 
-def apply_convention(cases: list, attrs: dict) -> tuple | None:
-    """`Spec.prepare` of the exercises with a CONVENTION (rope, kv_cache): keep the declared one's answers.
+ANGLE_ERROR_PER_POSITION = 3e-7  # measured spread of correct fp32-angle solutions ~1e-7 x position
+POSITION_BUCKETS = tuple(2**k for k in range(10, 18))  # 1024 .. 131072
 
-    The child reports the module-level CONVENTION; every case whose expected
-    answers were computed for both conventions (ctx["alt"], in-model cases
-    included) keeps the declared one's. An unknown value refuses the run with
-    `rope_convention_invalid`, in one line.
+
+def position_bucket(max_position: int) -> int:
+    """The tolerance bucket of a case whose largest position is `max_position` (the key "<dtype>@<bucket>")."""
+    return next((b for b in POSITION_BUCKETS if max_position <= b), POSITION_BUCKETS[-1])
+
+
+def position_tolerances(base: dict[str, Tolerance]) -> dict[str, Tolerance]:
+    """`base` plus "<dtype>@<bucket>" entries whose atol grows with the largest position (fp32 angle spacing)."""
+    table = dict(base)
+    for dtype in ("float32", "float16", "bfloat16"):
+        for b in POSITION_BUCKETS:
+            table[f"{dtype}@{b}"] = Tolerance(atol=base[dtype].atol + ANGLE_ERROR_PER_POSITION * b, rtol=base[dtype].rtol)
+    return table
+
+
+def apply_convention(cases: list[Case], attrs: dict, default_convention: str) -> tuple | None:
+    """A spec's `prepare` for a file-level CONVENTION (rope, decoder_block): keep the declared one's expectations.
+
+    Each case holds both conventions' (expected, grads) in ctx["alt"]; a
+    missing CONVENTION means `default_convention`; any other value than the
+    two known ones is refused as `rope_convention_invalid`, one line.
     """
     info = attrs.get("CONVENTION") or {}
     if not info.get("present"):
-        convention, declared = "half", "absent"
+        convention, declared = default_convention, "absent"
     else:
         value = info.get("value")
         if not isinstance(value, str) or value not in CONVENTIONS:

@@ -195,6 +195,6 @@ SPEC = Spec(
     forbidden=FORBIDDEN_ATTENTION,
     forbidden_classes=FORBIDDEN_ATTENTION_CLASSES,
     report_attrs=("CONVENTION",),
-    prepare=apply_convention,
+    prepare=lambda cases, attrs: apply_convention(cases, attrs, default("kv_cache", "CONVENTION")),
     audit={"name": "kv_work", "d_model": 64, "n_heads": 4, "n_kv_heads": 2, "prompt": 8, "lengths": [16, 32, 48, 64]},
 )

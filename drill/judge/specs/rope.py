@@ -39,26 +39,24 @@ from drill.judge.registry import default
 from drill.judge.spec import Bug, Case, Spec, Tolerance
 from drill.judge.specs._common import TOLERANCES, Draw, reference_with_grads, repeat_probe, twice_probes, variant_bugs
 from drill.judge.diagnose import GENERIC
-from drill.judge.specs._rope_bugs import CONVENTIONS, RD, ROPE_VARIANTS, apply_convention, rotate
+from drill.judge.specs._rope_bugs import (
+    CONVENTIONS,
+    RD,
+    ROPE_VARIANTS,
+    apply_convention,
+    position_bucket,
+    position_tolerances,
+    rotate,
+)
 
 TARGET = "apply_rope"
 DEFAULT_CONVENTION = default("rope", "CONVENTION")  # a file without CONVENTION is graded as this
-ANGLE_ERROR_PER_POSITION = 3e-7  # measured spread of correct fp32-angle solutions ~1e-7 x position
-POSITION_BUCKETS = tuple(2**k for k in range(10, 18))  # 1024 .. 131072
-
-
-def _bucket(max_position: int) -> int:
-    return next((b for b in POSITION_BUCKETS if max_position <= b), POSITION_BUCKETS[-1])
+_bucket = position_bucket
 
 
 def _tolerances() -> dict[str, Tolerance]:
     """The shared table plus "<dtype>@<bucket>" entries widened for large positions."""
-    table = dict(TOLERANCES)
-    for dtype in ("float32", "float16", "bfloat16"):
-        base = TOLERANCES[dtype]
-        for b in POSITION_BUCKETS:
-            table[f"{dtype}@{b}"] = Tolerance(atol=base.atol + ANGLE_ERROR_PER_POSITION * b, rtol=base.rtol)
-    return table
+    return position_tolerances(TOLERANCES)
 
 
 def _case(d: Draw, name: str, x: torch.Tensor, positions: torch.Tensor, base: float, *, grads=False) -> Case:
@@ -231,8 +229,8 @@ def reference(case: Case):
 
 
 def prepare(cases: list[Case], attrs: dict) -> tuple | None:
-    """Apply the file's declared CONVENTION (reported by the child); refuse an unknown one (shared with kv_cache)."""
-    return apply_convention(cases, attrs)
+    """Apply the file's declared CONVENTION (reported by the child); refuse an unknown one."""
+    return apply_convention(cases, attrs, DEFAULT_CONVENTION)
 
 
 def _variant(fn):
