@@ -1,23 +1,25 @@
 """The `drill` command line: a thin Typer shell over plain functions.
 
-Each area registers its own commands (drill/quiz/commands.py, drill/judge/
-commands.py, ...), so this file only assembles them. Nothing imported here may
-import torch: `drill quiz` must start as fast as the interpreter does.
+Each area keeps its commands in its own `commands.py` (drill/quiz, drill/judge,
+drill/mock, drill/bench), so this file only assembles them; see `AREAS`.
+Nothing imported here may import torch: `drill quiz` must start as fast as the
+interpreter does.
 """
 
 from __future__ import annotations
 
 import sys
-from typing import NoReturn
+from types import ModuleType
+from typing import Annotated, NoReturn
 
 import typer
 
 from drill import __version__
-from drill.judge import commands as judge_commands
-from drill.mock_commands import register as register_mock
-from drill.quiz import commands as quiz_commands
-from drill.bench_commands import register as register_bench
+from drill.bench import commands as bench_commands
 from drill.cliutil import EXIT_BROKEN_PIPE, EXIT_USAGE, err_console, install_fast_coercion, install_flag_help
+from drill.judge import commands as judge_commands
+from drill.mock import commands as mock_commands
+from drill.quiz import commands as quiz_commands
 
 install_fast_coercion()
 install_flag_help()
@@ -25,7 +27,6 @@ install_flag_help()
 app = typer.Typer(
     name="drill",
     help="Practice transformer internals for ML-engineering interviews: quiz, graded exercises, mock interviews.",
-    no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
@@ -38,19 +39,46 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
+@app.callback(invoke_without_command=True)
 def _root(
-    version: bool = typer.Option(
-        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
-    ),
+    ctx: typer.Context,
+    version: Annotated[bool, typer.Option(
+        "--version", callback=_version, is_eager=True, help="Print the version and exit.")] = False,
 ) -> None:
     """drill — interview practice for transformer internals."""
+    if ctx.invoked_subcommand is None:
+        _show_help(ctx)
 
 
-quiz_commands.register(app)
-judge_commands.register(app)
-register_mock(app)
-register_bench(app)
+def _show_help(ctx: typer.Context) -> NoReturn:
+    """Bare `drill` (or a command whose Typer shows help when given nothing) prints the help and exits 0.
+
+    Why 0: typing the program's name alone is how a new user asks what it does.
+    Typer's `no_args_is_help` exits 2 instead (the Click it vendors raises NoArgsIsHelpError,
+    a UsageError, for it since pallets/click#1489), which reads as "you did it wrong".
+    """
+    text = ctx.get_help()  # Typer's rich help prints itself and returns ""
+    if text:
+        typer.echo(text)
+    raise typer.Exit(0)
+
+
+# The one shape of an area: `<area>/commands.py` holds a module-level `app = typer.Typer()` whose
+# commands are module-level functions taking `Annotated` options; add_typer without a name merges
+# them into this app as top-level commands (in this order: it is the order of `drill --help`).
+AREAS = (quiz_commands, judge_commands, mock_commands, bench_commands)
+
+
+def _add_area(root: typer.Typer, area: ModuleType) -> None:
+    commands = getattr(area, "app", None)
+    if isinstance(commands, typer.Typer):
+        root.add_typer(commands)
+    else:  # the older shape, a register(app) closure: drill/quiz and drill/judge until they are converted
+        area.register(root)
+
+
+for _area in AREAS:
+    _add_area(app, _area)
 
 
 def main() -> None:
@@ -93,8 +121,7 @@ def _run() -> int:
         code = app(standalone_mode=False)
     except UsageError as exc:
         if exc.__class__.__name__ == "NoArgsIsHelpError" and exc.ctx is not None:
-            typer.echo(exc.ctx.get_help())
-            sys.exit(EXIT_USAGE)
+            _show_help(exc.ctx)
         hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx is not None else ""
         _one_line_error(exc.format_message() + hint)
         sys.exit(EXIT_USAGE)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
@@ -40,12 +41,6 @@ def user_errors() -> Iterator[None]:
         fail_usage(_escape(str(exc)))
 
 
-def not_built(command: str, issue: str) -> NoReturn:
-    """The answer of a command that exists in the design but not yet in code."""
-    err_console.print(f"drill {command}: not built yet ({issue}).")
-    raise typer.Exit(EXIT_USAGE)
-
-
 def _escape(text: str) -> str:
     from rich.markup import escape
 
@@ -74,7 +69,8 @@ def install_flag_help() -> None:
         return
 
     def display_type_rich(self: Any, ctx: Any) -> Any:
-        if getattr(self, "metavar", None) is None and (getattr(self, "is_flag", False) or getattr(self, "count", False)):
+        takes_no_value = getattr(self, "is_flag", False) or getattr(self, "count", False)
+        if getattr(self, "metavar", None) is None and takes_no_value:
             return None
         return original(self, ctx)
 
@@ -96,28 +92,52 @@ def install_fast_coercion() -> None:
     Typer without this hook, keeps Typer's own coercion; errors are Typer's
     BadParameter, so messages and exit code 2 stay as they were.
     """
-    try:
-        from typer import _coercion, _param_types, core
-        from typer._click.exceptions import BadParameter
+    try:  # _coerce_one imports the last two again, lazily
+        from typer import _coercion, _param_types, core  # noqa: F401
+        from typer._click.exceptions import BadParameter  # noqa: F401
     except ImportError:  # an older Typer: click coercion, no pydantic to avoid
         return
     original = getattr(core, "build_runtime_param", None)
     base = getattr(_coercion, "RuntimeParam", None)
     if original is None or base is None or getattr(original, "drill_fast", False):
         return
+    plain_param = _plain_runtime_param(base)
+
+    def build(descriptor: Any) -> Any:
+        kind = _plain_kind(descriptor)
+        if kind is None:
+            return original(descriptor)
+        return plain_param(parameter_info=descriptor.parameter_info, annotation=descriptor.annotation, kind=kind)
+
+    build.drill_fast = True  # type: ignore[attr-defined]
+    core.build_runtime_param = build
+
+
+_SCALARS = (str, int, float, bool, Path)
+_TRUTH = {"1": True, "true": True, "t": True, "yes": True, "y": True, "on": True,
+          "0": False, "false": False, "f": False, "no": False, "n": False, "off": False}
+
+
+def _plain_kind(descriptor: Any) -> type | None:
+    """The scalar type drill coerces itself for this parameter, or None to leave it to Typer."""
+    from typing import get_args, get_origin
+
+    info = descriptor.parameter_info
+    if descriptor.file_annotation is not None or getattr(info, "parser", None) is not None:
+        return None
+    if getattr(info, "path_type", None) is not None:
+        return None
+    annotation = descriptor.annotation
+    if get_origin(annotation) is list:
+        args = get_args(annotation)
+        return args[0] if len(args) == 1 and args[0] in _SCALARS else None
+    return annotation if annotation in _SCALARS else None
+
+
+def _plain_runtime_param(base: type) -> type:
+    """Typer's RuntimeParam for one scalar kind, coerced by `_coerce_one` (a subclass made at run time:
+    the base class lives in Typer's private module and may be absent)."""
     from dataclasses import dataclass
-    from pathlib import Path
-    from typing import Any, get_args, get_origin
-
-    scalars = (str, int, float, bool, Path)
-    truth = {"1": True, "true": True, "t": True, "yes": True, "y": True, "on": True,
-             "0": False, "false": False, "f": False, "no": False, "n": False, "off": False}
-
-    def leaf(annotation: Any) -> type | None:
-        if get_origin(annotation) is list:
-            args = get_args(annotation)
-            return args[0] if len(args) == 1 and args[0] in scalars else None
-        return annotation if annotation in scalars else None
 
     @dataclass(frozen=True)
     class PlainRuntimeParam(base):  # type: ignore[misc, valid-type]
@@ -125,53 +145,51 @@ def install_fast_coercion() -> None:
 
         def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:
             if isinstance(value, (list, tuple)):
-                return [self._one(item, param, ctx) for item in value]
-            return self._one(value, param, ctx)
+                return [_coerce_one(self.kind, item, self.parameter_info, param, ctx) for item in value]
+            return _coerce_one(self.kind, value, self.parameter_info, param, ctx)
 
-        def _one(self, value: Any, param: Any, ctx: Any) -> Any:
-            info = self.parameter_info
-            if self.kind is Path:
-                path = value if isinstance(value, Path) else Path(value)
-                return _param_types.coerce_cli_path(path, info, path_type=Path, param=param, ctx=ctx)
-            if self.kind is str:
-                return value if isinstance(value, str) else str(value)
-            if self.kind is bool:
-                if isinstance(value, bool):
-                    return value
-                word = str(value).strip().lower()
-                if word not in truth:
-                    raise BadParameter(f"{value!r} is not a valid boolean.", ctx=ctx, param=param)
-                return truth[word]
-            if isinstance(value, bool):
-                raise BadParameter(f"{value!r} is not a valid {self.kind.__name__}.", ctx=ctx, param=param)
-            try:
-                number = self.kind(value.strip() if isinstance(value, str) else value)
-            except (TypeError, ValueError):
-                what = "an integer" if self.kind is int else "a number"
-                raise BadParameter(f"{value!r} is not {what}.", ctx=ctx, param=param) from None
-            if self.kind is float and number != number:
-                raise BadParameter(f"{value!r} is not a number.", ctx=ctx, param=param)
-            low, high = info.min, info.max
-            if info.clamp:
-                number = max(number, low) if low is not None else number
-                number = min(number, high) if high is not None else number
-            elif (low is not None and number < low) or (high is not None and number > high):
-                bounds = " and ".join(b for b in (f">= {low}" if low is not None else "", f"<= {high}" if high is not None else "") if b)
-                raise BadParameter(f"{value} is out of range: it must be {bounds}.", ctx=ctx, param=param)
-            return number
+    return PlainRuntimeParam
 
-    def build(descriptor: Any) -> Any:
-        info = descriptor.parameter_info
-        kind = leaf(descriptor.annotation)
-        plain = (
-            kind is not None
-            and descriptor.file_annotation is None
-            and getattr(info, "parser", None) is None
-            and getattr(info, "path_type", None) is None
-        )
-        if not plain:
-            return original(descriptor)
-        return PlainRuntimeParam(parameter_info=info, annotation=descriptor.annotation, kind=kind)
 
-    build.drill_fast = True  # type: ignore[attr-defined]
-    core.build_runtime_param = build
+def _coerce_one(kind: type, value: Any, info: Any, param: Any, ctx: Any) -> Any:
+    """One option value as `kind`; BadParameter (Typer's, so exit 2 and its message shape) when it is not one."""
+    from typer import _param_types
+    from typer._click.exceptions import BadParameter
+
+    if kind is Path:
+        path = value if isinstance(value, Path) else Path(value)
+        return _param_types.coerce_cli_path(path, info, path_type=Path, param=param, ctx=ctx)
+    if kind is str:
+        return value if isinstance(value, str) else str(value)
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        word = str(value).strip().lower()
+        if word not in _TRUTH:
+            raise BadParameter(f"{value!r} is not a valid boolean.", ctx=ctx, param=param)
+        return _TRUTH[word]
+    if isinstance(value, bool):
+        raise BadParameter(f"{value!r} is not a valid {kind.__name__}.", ctx=ctx, param=param)
+    try:
+        number = kind(value.strip() if isinstance(value, str) else value)
+    except (TypeError, ValueError):
+        what = "an integer" if kind is int else "a number"
+        raise BadParameter(f"{value!r} is not {what}.", ctx=ctx, param=param) from None
+    if kind is float and number != number:
+        raise BadParameter(f"{value!r} is not a number.", ctx=ctx, param=param)
+    return _in_range(number, value, info, param, ctx)
+
+
+def _in_range(number: Any, value: Any, info: Any, param: Any, ctx: Any) -> Any:
+    """Apply the option's min/max: clamp when it says so, else BadParameter outside them."""
+    from typer._click.exceptions import BadParameter
+
+    low, high = info.min, info.max
+    if info.clamp:
+        number = max(number, low) if low is not None else number
+        return min(number, high) if high is not None else number
+    if (low is not None and number < low) or (high is not None and number > high):
+        bounds = " and ".join(b for b in (f">= {low}" if low is not None else "",
+                                          f"<= {high}" if high is not None else "") if b)
+        raise BadParameter(f"{value} is out of range: it must be {bounds}.", ctx=ctx, param=param)
+    return number

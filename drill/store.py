@@ -4,18 +4,25 @@ Why SQLite: a learner's weeks of reviews are the one thing drill must never
 lose. Every write is its own transaction, so a crash or Ctrl-C loses at most
 the write in flight; WAL mode lets two terminals (a quiz and a check, say)
 write at once. The schema is versioned with PRAGMA user_version and only ever
-migrated forwards; a file we cannot read, or one written by a newer drill, is
-refused with a message and left exactly as it was.
+migrated forwards, each migration in one transaction; a file we cannot read,
+one written by a newer drill, one whose version no drill writes (negative),
+or one whose tables are not those its version promises, is refused with one
+line before anything is written, and left exactly as it was. Every read goes
+through `_read`, which turns SQLite errors and values drill cannot parse (a
+review dated 'yesterday', a card that is not JSON) into one line naming the
+table and row: the learner sees that, never a traceback.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +90,15 @@ MIGRATIONS: list[str] = [
         exercise   TEXT PRIMARY KEY,
         shown      INTEGER NOT NULL,
         updated_at TEXT NOT NULL
+    );
+    """,
+    # 2 -> 3: FSRS parameters fitted to the learner's own reviews (drill optimize); the last row is in use.
+    """
+    CREATE TABLE fsrs_parameters (
+        id          INTEGER PRIMARY KEY,
+        fitted_at   TEXT NOT NULL,
+        reviews     INTEGER NOT NULL,       -- how many reviews they were fitted on
+        parameters  TEXT NOT NULL           -- JSON list of floats, fsrs.Scheduler(parameters=...)
     );
     """,
 ]
@@ -159,8 +175,7 @@ class Store:
         try:
             self._db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
             version = self._db.execute("PRAGMA user_version").fetchone()[0]
-            if version > SCHEMA_VERSION:
-                raise _too_new(version, self.path)
+            _check_schema(self._db, version, self.path)  # before the first write: a refused file is untouched
             self._db.execute("PRAGMA journal_mode = WAL")
             self._db.execute("PRAGMA foreign_keys = ON")
             self._migrate(version)
@@ -246,17 +261,42 @@ class Store:
         self.close()
 
     def schema_version(self) -> int:
-        return self._db.execute("PRAGMA user_version").fetchone()[0]
+        return int(self._read("PRAGMA user_version", table="the header")[0][0])
+
+    def _read(self, query: str, args: tuple[Any, ...] = (), *, table: str,
+              checks: dict[str, Callable[[Any], bool]] | None = None) -> list[sqlite3.Row]:
+        """Every read of the store: rows of `query`, each column in `checks` validated. A
+        SQLite error or a value that fails its check is a StoreCorrupt (one line, exit 2)
+        naming the table, the row and the value — never a traceback further on."""
+        try:
+            rows = self._db.execute(query, args).fetchall()
+        except sqlite3.OperationalError as exc:
+            raise _operational_error(exc, self.path) from exc
+        except sqlite3.Error as exc:
+            raise StoreCorrupt(f"progress store cannot be read ({exc}) in {table}; the file was left untouched — "
+                               "move it aside (or set DRILL_HOME) to start a fresh one", str(self.path)) from exc
+        for row in rows:
+            for column, check in (checks or {}).items():
+                value = row[column]
+                if not check(value):
+                    ident = row["id"] if "id" in row.keys() else row[0]
+                    raise StoreCorrupt(
+                        f"progress store: {table} row {ident!r} has {column} = {_shown(value)}, which drill cannot "
+                        f"read ({_CHECK_NAMES.get(check, 'wrong type')}); fix or delete that row — the file was left untouched",
+                        str(self.path))
+        return rows
 
     # -- quiz -------------------------------------------------------------
 
     def card_json(self, question_id: str) -> str | None:
-        row = self._db.execute("SELECT card_json FROM cards WHERE question_id = ?", (question_id,)).fetchone()
-        return row[0] if row else None
+        rows = self._read("SELECT question_id, card_json FROM cards WHERE question_id = ?", (question_id,),
+                          table="cards", checks={"card_json": is_json_object})
+        return rows[0]["card_json"] if rows else None
 
     def cards(self) -> dict[str, dict[str, Any]]:
         """Every scheduled card: question id -> {card_json, due, reps, lapses}."""
-        rows = self._db.execute("SELECT question_id, card_json, due, reps, lapses FROM cards")
+        rows = self._read("SELECT question_id, card_json, due, reps, lapses FROM cards", table="cards",
+                          checks=_CARD_CHECKS)
         return {r["question_id"]: dict(r) for r in rows}
 
     def record_review(
@@ -297,13 +337,43 @@ class Store:
                 )
 
     def reviews(self, since: str | None = None) -> list[Review]:
-        query = "SELECT question_id, reviewed_at, rating, answer, duration_ms, topic, source FROM reviews"
+        query = "SELECT id, question_id, reviewed_at, rating, answer, duration_ms, topic, source FROM reviews"
         args: tuple[Any, ...] = ()
         if since is not None:
             query += " WHERE reviewed_at >= ?"
             args = (since,)
-        rows = self._db.execute(query + " ORDER BY reviewed_at, id", args)
-        return [Review(**dict(r)) for r in rows]
+        rows = self._read(query + " ORDER BY reviewed_at, id", args, table="reviews", checks=_REVIEW_CHECKS)
+        return [Review(**{k: r[k] for k in r.keys() if k != "id"}) for r in rows]
+
+    def scheduled_log(self) -> list[tuple[Review, str | None]]:
+        """Scheduled reviews (quiz and mock, not cram) in order, each with the card state it
+        left (JSON): what `drill export reviews` and `drill optimize` replay."""
+        rows = self._read(
+            "SELECT id, question_id, reviewed_at, rating, answer, duration_ms, topic, source, card_json FROM reviews"
+            " WHERE source != 'cram' ORDER BY reviewed_at, id", table="reviews",
+            checks={**_REVIEW_CHECKS, "card_json": is_json_object_or_none})
+        return [(Review(**{k: r[k] for k in r.keys() if k not in ("id", "card_json")}), r["card_json"]) for r in rows]
+
+    # -- fitted FSRS parameters (drill optimize) -----------------------------
+
+    def record_parameters(self, parameters: list[float], reviews: int) -> None:
+        with self.transaction() as db:
+            db.execute("INSERT INTO fsrs_parameters (fitted_at, reviews, parameters) VALUES (?, ?, ?)",
+                       (now_iso(), reviews, json.dumps([float(p) for p in parameters])))
+
+    def clear_parameters(self) -> int:
+        """Back to FSRS's defaults (drill optimize --reset); returns how many fits were dropped."""
+        with self.transaction() as db:
+            return int(db.execute("DELETE FROM fsrs_parameters").rowcount)
+
+    def parameters(self) -> tuple[list[float], str, int] | None:
+        """The FSRS parameters in use (the last fitted), when, and on how many reviews; None = defaults."""
+        rows = self._read("SELECT id, fitted_at, reviews, parameters FROM fsrs_parameters ORDER BY id DESC LIMIT 1",
+                          table="fsrs_parameters",
+                          checks={"fitted_at": is_iso_time, "reviews": is_count, "parameters": is_parameter_list})
+        if not rows:
+            return None
+        return [float(p) for p in json.loads(rows[0]["parameters"])], rows[0]["fitted_at"], int(rows[0]["reviews"])
 
     # -- grader -----------------------------------------------------------
 
@@ -336,21 +406,26 @@ class Store:
         if exercise is not None:
             query += " WHERE exercise = ?"
             args = (exercise,)
-        return [Attempt(**dict(r)) for r in self._db.execute(query + " ORDER BY attempted_at, id", args)]
+        rows = self._read(query.replace("SELECT ", "SELECT id, ", 1) + " ORDER BY attempted_at, id", args,
+                          table="attempts", checks=_ATTEMPT_CHECKS)
+        return [Attempt(**{k: r[k] for k in r.keys() if k != "id"}) for r in rows]
 
     def best_results(self) -> dict[str, str]:
         """Exercise -> best status so far ('pass' beats 'fail' beats 'error')."""
         rank = {"pass": 0, "fail": 1, "error": 2}
         best: dict[str, str] = {}
-        for exercise, status in self._db.execute("SELECT exercise, status FROM attempts"):
+        rows = self._read("SELECT id, exercise, status FROM attempts", table="attempts",
+                          checks={"exercise": is_text, "status": is_text})
+        for _id, exercise, status in rows:
             if exercise not in best or rank.get(status, 3) < rank.get(best[exercise], 3):
                 best[exercise] = status
         return best
 
     def hints_shown(self, exercise: str) -> int:
         """How many of the exercise's hints the learner has seen (0 = none)."""
-        row = self._db.execute("SELECT shown FROM hint_views WHERE exercise = ?", (exercise,)).fetchone()
-        return int(row[0]) if row else 0
+        rows = self._read("SELECT exercise, shown FROM hint_views WHERE exercise = ?", (exercise,),
+                          table="hint_views", checks={"shown": is_count})
+        return int(rows[0]["shown"]) if rows else 0
 
     def record_hints_shown(self, exercise: str, shown: int) -> None:
         """Remember the furthest hint seen; asking for an earlier one again never rewinds it."""
@@ -402,9 +477,9 @@ class Store:
             return cur.rowcount == 1
 
     def mocks(self) -> list[dict[str, Any]]:
-        rows = self._db.execute(
-            "SELECT id, started_at, ended_at, status, minutes, exercise, score, report_json FROM mocks ORDER BY id"
-        )
+        rows = self._read(
+            "SELECT id, started_at, ended_at, status, minutes, exercise, score, report_json FROM mocks ORDER BY id",
+            table="mocks", checks=_MOCK_CHECKS)
         return [dict(r) for r in rows]
 
 
@@ -412,6 +487,163 @@ class StoreUnavailable(UserError):
     """The store is fine but cannot be used right now (locked, read-only, disk full).
 
     A write that raises this saved nothing; every earlier write is intact."""
+
+
+class StoreCorrupt(UserError):
+    """The store holds something drill cannot read (a damaged page, a hand-edited row,
+    tables its version does not promise). Refused as it is: nothing is written."""
+
+
+# --- what a row must hold ---------------------------------------------------------
+
+
+def _shown(value: Any) -> str:
+    return repr(value[:40] if isinstance(value, (str, bytes)) else value)
+
+
+def is_iso_time(value: Any) -> bool:
+    if not isinstance(value, str) or len(value) > 64:
+        return False
+    try:
+        datetime.fromisoformat(value)
+    except ValueError:
+        return False
+    return True
+
+
+def is_iso_time_or_none(value: Any) -> bool:
+    return value is None or is_iso_time(value)
+
+
+def is_text(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+def is_text_or_none(value: Any) -> bool:
+    return value is None or isinstance(value, str)
+
+
+def is_rating(value: Any) -> bool:
+    return isinstance(value, int) and 1 <= value <= 4
+
+
+def is_count(value: Any) -> bool:
+    return isinstance(value, int) and value >= 0
+
+
+def is_count_or_none(value: Any) -> bool:
+    return value is None or is_count(value)
+
+
+def is_number_or_none(value: Any) -> bool:
+    return value is None or (isinstance(value, (int, float)) and math.isfinite(value))
+
+
+def _json(value: Any) -> Any:
+    if not isinstance(value, str) or len(value) > 1_000_000:
+        raise ValueError
+    return json.loads(value)
+
+
+def is_json_object(value: Any) -> bool:
+    try:
+        return isinstance(_json(value), dict)
+    except (ValueError, RecursionError):
+        return False
+
+
+def is_json_object_or_none(value: Any) -> bool:
+    return value is None or is_json_object(value)
+
+
+def is_parameter_list(value: Any) -> bool:
+    try:
+        data = _json(value)
+    except (ValueError, RecursionError):
+        return False
+    return (isinstance(data, list) and 0 < len(data) <= 64
+            and all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in data))
+
+
+_CHECK_NAMES: dict[Callable[[Any], bool], str] = {
+    is_iso_time: "not an ISO 8601 time", is_iso_time_or_none: "not an ISO 8601 time",
+    is_text: "not text", is_text_or_none: "not text", is_rating: "not a rating 1-4",
+    is_count: "not a whole number >= 0", is_count_or_none: "not a whole number >= 0",
+    is_number_or_none: "not a number", is_json_object: "not a JSON object",
+    is_json_object_or_none: "not a JSON object", is_parameter_list: "not a JSON list of numbers",
+}
+_REVIEW_CHECKS = {"question_id": is_text, "reviewed_at": is_iso_time, "rating": is_rating,
+                  "answer": is_text_or_none, "duration_ms": is_count_or_none, "topic": is_text_or_none,
+                  "source": is_text}
+_CARD_CHECKS = {"question_id": is_text, "card_json": is_json_object, "due": is_iso_time, "reps": is_count,
+                "lapses": is_count}
+_ATTEMPT_CHECKS = {"exercise": is_text, "attempted_at": is_iso_time, "status": is_text,
+                   "diagnosis": is_text_or_none, "tests_passed": is_count_or_none,
+                   "tests_total": is_count_or_none, "elapsed_ms": is_count_or_none, "file": is_text_or_none}
+_MOCK_CHECKS = {"started_at": is_iso_time, "ended_at": is_iso_time_or_none, "status": is_text,
+                "minutes": is_number_or_none, "exercise": is_text_or_none, "score": is_number_or_none,
+                "report_json": is_json_object_or_none}
+
+
+# --- the schema a version promises ----------------------------------------------------
+
+
+@lru_cache(maxsize=8)
+def _promised(migrations: tuple[str, ...]) -> tuple[tuple[dict[str, frozenset[str]], frozenset[str]], ...]:
+    """For each version 0..len(migrations): (table -> columns, index names) after running
+    that many migrations on an empty database — one in-memory database for all of them."""
+    db = sqlite3.connect(":memory:")
+    try:
+        schemas = [_schema_of(db)]
+        for script in migrations:
+            for statement in _split_sql(script):
+                db.execute(statement)
+            schemas.append(_schema_of(db))
+        return tuple(schemas)
+    finally:
+        db.close()
+
+
+def _schema_of(db: sqlite3.Connection) -> tuple[dict[str, frozenset[str]], frozenset[str]]:
+    tables: dict[str, frozenset[str]] = {}
+    indexes: set[str] = set()
+    for kind, name in db.execute("SELECT type, name FROM main.sqlite_master WHERE name NOT LIKE 'sqlite_%'").fetchall():
+        if kind == "table":
+            tables[name] = frozenset(row[1] for row in db.execute(f"PRAGMA main.table_info({_quoted(name)})"))
+        elif kind == "index":
+            indexes.add(name)
+    return tables, frozenset(indexes)
+
+
+def _quoted(name: str) -> str:
+    return '"' + str(name).replace('"', '""') + '"'
+
+
+def _check_schema(db: sqlite3.Connection, version: Any, path: Path) -> None:
+    """Refuse, without writing, a store whose version no drill writes, one from a newer
+    drill, or one whose tables differ from what its version promises (a later migration
+    would then fail halfway, or a read would): what is missing, or already there too early."""
+    if not isinstance(version, int) or version < 0:
+        raise StoreCorrupt(f"progress store has schema version {version}, which no drill writes; the file was left "
+                           "untouched — move it aside (or set DRILL_HOME) to start a fresh one", str(path))
+    if version > SCHEMA_VERSION:
+        raise _too_new(version, path)
+    tables, indexes = _schema_of(db)
+    promised = _promised(tuple(MIGRATIONS))
+    want_tables, want_indexes = promised[version]
+    later_tables, later_indexes = promised[-1]
+    wrong = [f"table '{t}' is missing" for t in sorted(want_tables) if t not in tables]
+    wrong += [f"table '{t}' has columns {sorted(tables[t])}, not {sorted(cols)}"
+              for t, cols in sorted(want_tables.items()) if t in tables and tables[t] != cols]
+    wrong += [f"index '{i}' is missing" for i in sorted(want_indexes - indexes)]
+    wrong += [f"table '{t}' of a later version is already there" for t in sorted(set(later_tables) - set(want_tables))
+              if t in tables]
+    wrong += [f"index '{i}' of a later version is already there" for i in sorted(later_indexes - want_indexes) if i in indexes]
+    if wrong:
+        raise StoreCorrupt(f"progress store says schema version {version}, but {wrong[0]}"
+                           + (f" (and {len(wrong) - 1} more difference{'s' * (len(wrong) > 2)})" if len(wrong) > 1 else "")
+                           + ": it was changed outside drill; the file was left untouched — move it aside "
+                           "(or set DRILL_HOME) to start a fresh one", str(path))
 
 
 def _operational_error(exc: sqlite3.OperationalError, path: Path) -> StoreUnavailable:
@@ -495,8 +727,7 @@ def _open_read_only(path: Path) -> tuple[sqlite3.Connection, str | None]:
             db.close()
             raise _corrupt(exc, path) from exc
         try:
-            if version > SCHEMA_VERSION:
-                raise _too_new(version, path)
+            _check_schema(db, version, path)
             if version < SCHEMA_VERSION:
                 _shadow_later_tables(db, version, path)
             db.execute("PRAGMA query_only = ON")

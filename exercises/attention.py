@@ -19,8 +19,13 @@ Dtypes
     The output has the dtype of q. With fp16 or bf16 inputs the result must not
     contain NaN or inf wherever the fp32 computation is finite.
 Gradients
-    Gradients must flow back to q, k and v: no .detach(), no torch.no_grad(),
-    no round trip through NumPy.
+    Gradients must flow back to q, k and v: no .detach(), no torch.no_grad()
+    around the computation, no round trip through NumPy.
+Grading
+    Two calls with identical inputs must return identical outputs: no dropout
+    and no random ops (F.dropout's training flag defaults to True). Code that
+    needs no gradient (building the mask or a bias from it) may run under
+    torch.no_grad(); the graded computation may not.
 Forbidden
     F.scaled_dot_product_attention, nn.MultiheadAttention and
     F.multi_head_attention_forward (the grader blocks them, however called).

@@ -27,7 +27,16 @@ Dtypes
     Output dtype = input dtype; fp16/bf16 must not give NaN or inf where the
     fp32 computation is finite.
 Gradients
-    Must reach x and all four weights: no .detach(), no torch.no_grad(), no NumPy.
+    Must reach x and all four weights: no .detach(), no torch.no_grad() around
+    the computation, no NumPy.
+Grading
+    Modules are called in training mode (gradients are graded), so they hold
+    no dropout (or build it with p = 0): two identical calls must give
+    identical outputs. Any module whose .weight has nn.Linear's (out, in)
+    layout may stand in for nn.Linear. Before a half-precision test the grader
+    casts your module to the input's dtype (module.to(dtype)). Code that needs
+    no gradient (the causal mask) may run under torch.no_grad(); the graded
+    computation may not.
 Forbidden
     F.scaled_dot_product_attention, nn.MultiheadAttention and
     F.multi_head_attention_forward.

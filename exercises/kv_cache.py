@@ -17,8 +17,11 @@ Calls
     (B, n_kv_heads, T_past, d_head), exactly as your previous call returned them.
     The new tokens sit at absolute positions T_past .. T_past + T_new - 1.
 RoPE
-    "half" convention (pair i with i + d_head/2), applied to q and k, never
-    to v, with each token's absolute position. Angles in fp32.
+    Applied to q and k, never to v, with each token's absolute position, in
+    the file's CONVENTION (as in `rope`): "half" pairs i with i + d_head/2
+    (Hugging Face Llama, GPT-NeoX; the default when CONVENTION is absent),
+    "interleaved" pairs 2i with 2i + 1 (Meta's Llama, gpt-fast,
+    mistral-inference, llama2.c). Angles in fp32.
 Cache
     The returned cache holds keys *after* RoPE (so past keys are never
     rotated again) and values as projected: (k_all, v_all), each
@@ -33,7 +36,16 @@ Equivalence
 Returns
     (out (B, T_new, d_model), (k_all, v_all)); out has x's dtype.
 Gradients
-    Must reach x and all four weights: no .detach(), no torch.no_grad(), no NumPy.
+    Must reach x and all four weights: no .detach(), no torch.no_grad() around
+    the computation, no NumPy.
+Grading
+    Modules are called in training mode (gradients are graded), so they hold
+    no dropout (or build it with p = 0): two identical calls must give
+    identical outputs. Any module whose .weight has nn.Linear's (out, in)
+    layout may stand in for nn.Linear. Before a half-precision test the grader
+    casts your module to the input's dtype (module.to(dtype)). Code that needs
+    no gradient (a cos/sin table, the causal mask) may run under
+    torch.no_grad(); the graded computation may not.
 Forbidden
     F.scaled_dot_product_attention, nn.MultiheadAttention and
     F.multi_head_attention_forward.
@@ -47,6 +59,10 @@ import math
 import torch
 from torch import nn
 
+# Which RoPE pairing you implement, as in the `rope` exercise: "half" pairs
+# (i, i + d_head/2); change to "interleaved" for the pairs (2i, 2i + 1).
+CONVENTION = "half"
+
 
 class CachedSelfAttention(nn.Module):
     def __init__(self, d_model: int, n_heads: int, n_kv_heads: int, rope_base: float = 10000.0):
@@ -59,7 +75,7 @@ class CachedSelfAttention(nn.Module):
         """x: (B, T_new, d_model), the new tokens only.
         past_kv: None, or (k, v), each (B, n_kv_heads, T_past, d_head), keys already rotated.
         New tokens sit at absolute positions T_past .. T_past + T_new - 1.
-        RoPE ("half" convention) on q and k, causal attention over past + new.
+        RoPE (in CONVENTION's pairing) on q and k, causal attention over past + new.
         Returns (out (B, T_new, d_model), (k_all, v_all) with T_past + T_new positions)."""
         # Things to think about:
         # - T_past comes from the cache; the new tokens' positions start there,

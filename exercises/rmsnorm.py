@@ -15,8 +15,16 @@ Shapes
 Dtypes
     Accumulate in fp32 whatever the input dtype (squares of fp16 values
     overflow above ~256, and bf16 sums lose precision), then return x.dtype.
+Default
+    eps defaults to 1e-6, Llama's value (some code bases use 1e-5): a model is
+    trained with one eps, and most callers rely on the default.
 Gradients
     Must reach x and weight: no .detach(), no torch.no_grad(), no NumPy.
+Grading
+    Modules are called in training mode (gradients are graded), so they hold
+    no dropout (or build it with p = 0): two identical calls must give
+    identical outputs. Before a half-precision test the grader casts your
+    module to the input's dtype (module.to(dtype)).
 Forbidden
     F.rms_norm, nn.RMSNorm, F.layer_norm, nn.LayerNorm.
 """

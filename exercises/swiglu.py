@@ -22,6 +22,12 @@ Dtypes
 Gradients
     Must reach x and all three weights: no .detach(), no torch.no_grad(),
     no NumPy.
+Grading
+    Modules are called in training mode (gradients are graded), so they hold
+    no dropout (or build it with p = 0): two identical calls must give
+    identical outputs. Any module whose .weight has nn.Linear's (out, in)
+    layout may stand in for nn.Linear. Before a half-precision test the grader
+    casts your module to the input's dtype (module.to(dtype)).
 """
 
 import math

@@ -9,16 +9,20 @@ from .attention import causal_mask, grouped_query_attention, multi_head_attentio
 from .flash import attention_lse, flash_attention_tiled
 from .backend import get_impl, set_impl, use_impl
 from .kv_cache import KVCache
+from .loss import cross_entropy
 from .mlp import SwiGLU, ffn_hidden_dim, swiglu
-from .model import Attention, Decoder, LlamaConfig, PastKVAttention, copy_weights
-from .norm import RMSNorm, rms_norm, rms_norm_backward
+from .model import Attention, Decoder, LlamaConfig, PastKVAttention, copy_weights, llama_block
+from .moe import MoE, load_balancing_loss, moe, route, router_probs
+from .norm import LayerNorm, RMSNorm, layer_norm, rms_norm, rms_norm_backward
 from .rope import apply_rope, half_to_interleaved_perm, rope_angles
 
 __all__ = [
     "Attention",
     "Decoder",
     "KVCache",
+    "LayerNorm",
     "LlamaConfig",
+    "MoE",
     "PastKVAttention",
     "RMSNorm",
     "SwiGLU",
@@ -26,15 +30,22 @@ __all__ = [
     "attention_lse",
     "causal_mask",
     "copy_weights",
+    "cross_entropy",
     "ffn_hidden_dim",
     "flash_attention_tiled",
     "get_impl",
     "grouped_query_attention",
     "half_to_interleaved_perm",
+    "layer_norm",
+    "llama_block",
+    "load_balancing_loss",
+    "moe",
     "multi_head_attention",
     "rms_norm",
     "rms_norm_backward",
     "rope_angles",
+    "route",
+    "router_probs",
     "sdpa",
     "set_impl",
     "swiglu",

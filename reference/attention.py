@@ -235,11 +235,13 @@ def grouped_query_attention(
     causal: bool = True,
     past_kv: tuple[Tensor, Tensor] | None = None,
     impl: str | None = None,
+    rope_convention: str = "half",
 ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
     """GQA self-attention; with `rope_base`/`past_kv`, the kv_cache exercise's semantics.
 
     x (B, T_new, d_model). `past_kv` = (k, v), each (B, Hkv, T_past, d_head),
-    keys already rotated. RoPE ("half") is applied to q and k when `rope_base`
+    keys already rotated. RoPE (in `rope_convention`, "half" unless the kv_cache
+    file declares "interleaved") is applied to q and k when `rope_base`
     or `positions` is given, at `positions` (default T_past .. T_past+T_new-1;
     base 10000 when only positions are given). Attention is causal over past +
     new (bottom-right aligned). Returns (out (B, T_new, d_model), (k_all, v_all)).
@@ -259,8 +261,8 @@ def grouped_query_attention(
         if positions is None:
             positions = torch.arange(t_past, t_past + x.shape[1], device=x.device)
         base = 10000.0 if rope_base is None else rope_base
-        q = apply_rope(q, positions, base, "half", impl=impl)
-        k = apply_rope(k, positions, base, "half", impl=impl)
+        q = apply_rope(q, positions, base, rope_convention, impl=impl)
+        k = apply_rope(k, positions, base, rope_convention, impl=impl)
     if past_kv is not None:
         k = torch.cat([past_kv[0], k], dim=-2)
         v = torch.cat([past_kv[1], v], dim=-2)

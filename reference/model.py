@@ -27,7 +27,7 @@ from .mlp import SwiGLU
 from .norm import RMSNorm
 from .rope import apply_rope
 
-__all__ = ["Attention", "Block", "Decoder", "LlamaConfig", "PastKVAttention", "copy_weights"]
+__all__ = ["Attention", "Block", "Decoder", "LlamaConfig", "PastKVAttention", "copy_weights", "llama_block"]
 
 RopeFn = Callable[[Tensor, Tensor, float], Tensor]
 """(x (B, H, T, d_head), positions (T,), base) -> rotated x: the rope exercise's signature."""
@@ -98,7 +98,7 @@ class PastKVAttention(nn.Module):
     """Adapts a kv_cache-exercise module to the decoder's attention protocol.
 
     The wrapped module has the `CachedSelfAttention` contract (exercises/README.md):
-    `forward(x, past_kv=None) -> (out, (k_all, v_all))`, RoPE "half" inside,
+    `forward(x, past_kv=None) -> (out, (k_all, v_all))`, RoPE inside (in the file's CONVENTION),
     built with `rope_base = config.rope_theta`. Its new keys/values are written
     to the decoder's static cache, and the cache's filled views are passed back
     as `past_kv` on the next call. Its weights live under `inner.`.
@@ -131,6 +131,31 @@ class Block(nn.Module):
     def forward(self, x: Tensor, positions: Tensor, cache: KVCache | None = None) -> Tensor:
         h = x + self.self_attn(self.input_layernorm(x), positions, cache)
         return h + self.mlp(self.post_attention_layernorm(h))
+
+
+def llama_block(
+    d_model: int,
+    n_heads: int,
+    n_kv_heads: int,
+    d_ff: int,
+    eps: float = 1e-6,
+    rope_base: float = 10000.0,
+    convention: str = "half",
+    *,
+    impl: str | None = None,
+) -> Block:
+    """One decoder layer on its own, as the `decoder_block` exercise builds it (RoPE at given positions).
+
+    Call it as `block(x (B, T, d_model), positions (T,))`: causal by index,
+    RoPE on q and k at `positions`. Parameter names are HF Llama's
+    (`self_attn.q_proj.weight`, `mlp.gate_proj.weight`, `input_layernorm.weight`, ...).
+    """
+    cfg = LlamaConfig(
+        vocab_size=1, hidden_size=d_model, intermediate_size=d_ff, num_hidden_layers=1, num_attention_heads=n_heads,
+        num_key_value_heads=n_kv_heads, rope_theta=rope_base, rms_norm_eps=eps, rope_convention=convention,
+    )
+    return Block(Attention(cfg, impl=impl), SwiGLU(d_model, d_ff, impl=impl), RMSNorm(d_model, eps, impl=impl),
+                 RMSNorm(d_model, eps, impl=impl))
 
 
 class _Backbone(nn.Module):

@@ -6,6 +6,11 @@ accumulated in fp32 because in fp16 it overflows past 65504 (a 4096-wide
 activation of magnitude ~4 already gets there) and in bf16 it loses the small
 terms. `eps` is explicit everywhere: models disagree (1e-5 vs 1e-6), and a
 wrong eps is a real, silent bug.
+
+LayerNorm (`layer_norm`) also centres: (x - mean) / sqrt(var + eps) * weight +
+bias with the population variance, computed from the centred values (two
+passes), never as E[x^2] - E[x]^2, which cancels catastrophically when the
+mean is large against the spread.
 """
 
 from __future__ import annotations
@@ -18,9 +23,9 @@ from . import _compat
 from .backend import acc_dtype, resolve
 
 
-def _check_eps(eps: float) -> None:
+def _check_eps(eps: float, what: str = "RMSNorm") -> None:
     if not eps > 0:
-        raise ValueError(f"RMSNorm eps must be > 0, got eps={eps}")
+        raise ValueError(f"{what} eps must be > 0, got eps={eps}")
 
 
 def rms_norm(x: Tensor, weight: Tensor, eps: float, impl: str | None = None) -> Tensor:
@@ -90,6 +95,53 @@ class RMSNorm(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return rms_norm(x, self.weight, self.eps, impl=self.impl)
+
+    def extra_repr(self) -> str:
+        return f"{self.weight.shape[0]}, eps={self.eps}"
+
+
+def layer_norm(x: Tensor, weight: Tensor | None, bias: Tensor | None, eps: float, impl: str | None = None) -> Tensor:
+    """LayerNorm over x's last dim with `weight` and `bias` (each (dim,) or None); returns x.dtype.
+
+    "math": mean, then the population variance of the centred values, in fp32
+    (float64 stays float64), weight and bias applied there, rounded once.
+    "fused": `F.layer_norm`, which on half inputs also normalises and applies
+    weight and bias in fp32 and rounds once (measured against "math" in the
+    tests; this is the contract's choice for where weight and bias are applied).
+    """
+    _check_eps(eps, "LayerNorm")
+    for name, p in (("weight", weight), ("bias", bias)):
+        if p is not None and p.shape != x.shape[-1:]:
+            raise ValueError(f"LayerNorm {name} shape {tuple(p.shape)} does not match last dim {x.shape[-1]}")
+    if resolve(impl) == "fused":
+        cast = (lambda p: None if p is None else p.to(x.dtype))
+        return F.layer_norm(x, (x.shape[-1],), cast(weight), cast(bias), eps)
+    acc = acc_dtype(x.dtype)
+    xf = x.to(acc)
+    centred = xf - xf.mean(dim=-1, keepdim=True)
+    out = centred * torch.rsqrt(centred.pow(2).mean(dim=-1, keepdim=True) + eps)
+    if weight is not None:
+        out = out * weight.to(acc)
+    if bias is not None:
+        out = out + bias.to(acc)
+    return out.to(x.dtype)
+
+
+class LayerNorm(nn.Module):
+    """LayerNorm module with `weight` (ones) and `bias` (zeros), the names nn.LayerNorm and Hugging Face use."""
+
+    def __init__(self, dim: int, eps: float = 1e-5, impl: str | None = None) -> None:
+        super().__init__()
+        if dim <= 0:
+            raise ValueError(f"LayerNorm dim must be positive, got dim={dim}")
+        _check_eps(eps, "LayerNorm")
+        self.eps = eps
+        self.impl = impl
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.bias = nn.Parameter(torch.zeros(dim))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return layer_norm(x, self.weight, self.bias, self.eps, impl=self.impl)
 
     def extra_repr(self) -> str:
         return f"{self.weight.shape[0]}, eps={self.eps}"

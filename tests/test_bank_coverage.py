@@ -8,6 +8,7 @@ dropping one of those cards fails this test.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -17,8 +18,9 @@ from drill.quiz.loader import load_bank
 from drill.quiz.schema import RecallQuestion
 
 TOPICS = {
-    "block", "attention", "mha", "positional", "masking", "normalization", "ffn",
-    "gqa", "flash", "kv_cache", "architectures", "moe", "pitfalls",
+    "block", "attention", "mha", "positional", "masking", "normalization", "ffn", "gqa", "flash", "kv_cache",
+    "architectures", "moe", "pitfalls", "tokenization", "sampling", "loss", "scaling", "serving", "training",
+    "beyond_attention",
 }
 
 # seed drill question (gist) -> card id
@@ -72,10 +74,23 @@ def test_bank_size_and_mix(bank) -> None:  # type: ignore[no-untyped-def]
     assert kinds["choice"] >= 30 and kinds["numeric"] >= 20 and kinds["parametric"] >= 10, kinds
 
 
+def test_readme_states_the_bank_size_and_topic_count(bank) -> None:  # type: ignore[no-untyped-def]
+    """The README's headline numbers are the bank's, not a memory of them."""
+    readme = Path(__file__).resolve().parents[1].joinpath("README.md").read_text()
+    match = re.search(r"(\d+) interview questions \(YAML bank, (\d+) topics\)", readme)
+    assert match, "README lost its 'N interview questions (YAML bank, M topics)' line"
+    assert (int(match.group(1)), int(match.group(2))) == (len(bank.questions), len(set(bank.topics())))
+
+
+def test_most_cards_have_hints(bank) -> None:  # type: ignore[no-untyped-def]
+    with_hints = sum(1 for q in bank.questions if q.hints)
+    assert with_hints >= 0.6 * len(bank.questions), f"{with_hints} of {len(bank.questions)} cards have hints"
+
+
 def test_every_seed_topic_has_a_file(bank) -> None:  # type: ignore[no-untyped-def]
     assert {q.topic for q in bank.questions} == TOPICS
     shipped = {p.stem for p in Path(__file__).resolve().parents[1].joinpath("questions").glob("*.yaml")}
-    assert shipped == TOPICS
+    assert shipped == TOPICS | {"spot_bug"}  # spot_bug.yaml: each of its questions names one of the topics
 
 
 @pytest.mark.parametrize(("gist", "qid"), sorted(SEED_DRILLS.items()))

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
+import shutil
 from pathlib import Path
 
 import pytest
@@ -89,6 +91,41 @@ def test_refuses_a_file_that_fails_check() -> None:
     assert "│ yours" not in res.stdout  # nothing was benchmarked
 
 
+def test_the_refusal_suggests_a_check_command_that_grades_the_same_tests(tmp_path: Path) -> None:
+    """A file whose name does not say the exercise: the suggested `drill check` carries -e and the
+    check's seed, and run as printed it grades the same hidden tests with the same verdict."""
+    bad = tmp_path / "bugs" / "att_noscale.py"
+    bad.parent.mkdir()
+    shutil.copy(SOL / "attention" / "bug_missing_scale__matmul.py", bad)
+    res = bench(str(bad), "--exercise", "attention", "--json")
+    assert res.exit_code == 1, res.output
+    refusal = json.loads(res.stdout)
+    command = refusal["check_command"]
+    assert f"Run `{command}` for the full report." in res.stderr
+    argv = shlex.split(command)
+    assert argv[:3] == ["drill", "check", str(bad)] and argv[3:5] == ["-e", "attention"]
+    assert argv[5:] == ["--seed", str(refusal["check"]["seed"])]
+    assert runner.invoke(app, ["check", str(bad)]).exit_code == 2  # without -e: "cannot tell the exercise"
+    checked = runner.invoke(app, [*argv[1:], "--json"])
+    assert checked.exit_code == 1, checked.output
+    doc = json.loads(checked.stdout)
+    before = refusal["check"]
+    assert (doc["tests_passed"], doc["tests_total"]) == (before["tests_passed"], before["tests_total"])
+    assert [(t["name"], t["status"]) for t in doc["tests"]] == [(t["name"], t["status"]) for t in before["tests"]]
+    assert doc["diagnosis"]["id"] == before["diagnosis"]["id"] == "missing_scale"
+
+
+def test_the_suggested_check_names_the_exercise_only_when_the_file_name_does_not() -> None:
+    from types import SimpleNamespace
+
+    from drill.bench.commands import check_command
+
+    named = SimpleNamespace(file="work/attention.py", exercise="attention", seed=12)
+    assert check_command(named) == "drill check work/attention.py --seed 12"
+    spaced = SimpleNamespace(file="my bugs/v2.py", exercise="rope", seed=3)
+    assert shlex.split(check_command(spaced)) == ["drill", "check", "my bugs/v2.py", "-e", "rope", "--seed", "3"]
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -134,7 +171,8 @@ def test_a_two_size_ladder_says_why_there_is_no_exponent() -> None:
     assert res.exit_code == 0, res.output
     out = res.stdout
     assert "growth (least squares on log time vs log T)" in out.splitlines()  # one line, not wrapped
-    assert "needs at least 3 sizes; this run measured 2: --max-size stopped the ladder; raise --max-size" in " ".join(out.split())
+    text = " ".join(out.split())
+    assert "needs at least 3 sizes; this run measured 2: --max-size stopped the ladder; raise --max-size" in text
     assert "ladder stopped at --max-size 256 (the ladder goes on to T=2048)" in " ".join(out.split())
 
 
@@ -165,5 +203,6 @@ def test_a_short_timeout_stops_the_ladder_cleanly_before_a_size_that_would_not_f
     assert doc["cut_short"] is False and doc["stop_reason"] == "timeout", doc["stopped"]
     assert 1 <= len(doc["sizes"]) < 5  # how many fit depends on the machine; that none is killed does not
     nxt = 2 * doc["sizes"][-1]["size"]
-    assert re.fullmatch(rf"stopped before T={nxt}: predicted ~[\d.]+ s, (more than|too close to) the [\d.]+ s left of --timeout 2 s",
+    assert re.fullmatch(rf"stopped before T={nxt}: predicted ~[\d.]+ s, (more than|too close to) "
+                        r"the [\d.]+ s left of --timeout 2 s",
                         doc["stopped"]), doc["stopped"]

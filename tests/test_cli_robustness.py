@@ -110,7 +110,8 @@ def test_closed_stdin_ends_the_session_as_end_of_input(home: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
     assert "Session ended (end of input) — 0 reviews saved" in proc.stdout
-    proc = _drill(home, "mock", "--bank", str(BANK), "--minutes", "1", "--questions", "1", "--dir", str(home), stdin_closed=True)
+    proc = _drill(home, "mock", "--bank", str(BANK), "--minutes", "1", "--questions", "1", "--dir", str(home),
+                  stdin_closed=True)
     assert "Traceback" not in proc.stderr, proc.stderr
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
+import typer
 from typer.testing import CliRunner
 
 from drill import __version__
@@ -117,7 +119,8 @@ def test_help_shows_a_type_for_value_options_and_none_for_flags() -> None:
         for option in options:
             first = option.opts[0]
             # the row that starts with the option (its name may recur in other options' help)
-            line = next((ln for ln in text.splitlines() if re.match(rf"\S?\s*(\*\s+)?{re.escape(first)}[\s,]", ln)), None)
+            pattern = rf"\S?\s*(\*\s+)?{re.escape(first)}[\s,]"
+            line = next((ln for ln in text.splitlines() if re.match(pattern, ln)), None)
             assert line is not None, (name, first, text)
             # the option's own names, then (for a value option) its type in angle brackets or its metavar
             placeholder = re.escape(option.metavar) if option.metavar else "<"
@@ -125,3 +128,28 @@ def test_help_shows_a_type_for_value_options_and_none_for_flags() -> None:
             assert shows_type is not option.is_flag, (name, first, line)
             checked_flags += option.is_flag
     assert checked_flags >= 10  # --help everywhere, --cram/--due, --json, --watch, ...
+
+
+def test_bare_drill_shows_the_help_and_exits_0() -> None:
+    """Typing `drill` alone is how a new user asks what it does: the command list, exit 0
+    (Typer's no_args_is_help exits 2, a usage error), through the app and the console script."""
+    result = runner.invoke(app, [])
+    assert result.exit_code == 0, result.output
+    assert "Usage:" in result.output and all(name in result.output for name in ("quiz", "check", "mock", "bench"))
+    proc = subprocess.run([sys.executable, "-c", "from drill.cli import main; main()"], capture_output=True,
+                          text=True, timeout=60, env={**os.environ, "COLUMNS": "100"})
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert "Commands" in proc.stdout and "mock" in proc.stdout
+
+
+def test_every_area_has_the_same_shape() -> None:
+    """Each area's commands live in <area>/commands.py; the converted ones as a module-level Typer."""
+    import importlib
+
+    from drill import cli
+
+    assert [m.__name__ for m in cli.AREAS] == [f"drill.{a}.commands" for a in ("quiz", "judge", "mock", "bench")]
+    for area in ("mock", "bench"):
+        module = importlib.import_module(f"drill.{area}.commands")
+        assert isinstance(module.app, typer.Typer) and not hasattr(module, "register")
+        assert [c.callback.__module__ for c in module.app.registered_commands] == [module.__name__]

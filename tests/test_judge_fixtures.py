@@ -47,6 +47,19 @@ def _accepted(path: Path) -> set[str]:
 TWO = "two_bugs_"
 
 
+def verdict_flips(exercise: str, seeds: tuple[int, ...], limits: Limits = LIMITS) -> list[tuple]:
+    """(seed, file, verdict, detail) for every fixture of `exercise` whose verdict at one of `seeds` is not its name's."""
+    flips = []
+    with ChildPool() as pool:
+        for seed in seeds:
+            for path in sorted((ROOT / exercise).glob("*.py")):
+                r = check_file(path, exercise, seed, limits, pool=pool)
+                got = "pass" if r.status == "pass" else (r.diagnosis.id if r.diagnosis else None)
+                if got not in _accepted(path):
+                    flips.append((seed, path.name, got, r.diagnosis_detail[:200]))
+    return flips
+
+
 @pytest.fixture(scope="module")
 def graded() -> dict[Path, object]:
     todo = [p for p in FILES if registry.is_graded(p.parent.name)]

@@ -60,7 +60,9 @@ def results(tmp_path_factory: pytest.TempPathFactory):
         only = check_file(decode_only, "rmsnorm", 6, Limits(), pool=pool, in_model=True)
         both = check_file(SOLUTIONS / "rope" / "bug_rope_sign_flipped__rotate_half.py", "rope", 6, Limits(), pool=pool,
                           in_model=True)
-    return good, bug, only, both
+        interleaved = check_file(SOLUTIONS / "kv_cache" / "good_meta_interleaved_declared.py", "kv_cache", 6, Limits(),
+                                 pool=pool, in_model=True)
+    return good, bug, only, both, interleaved
 
 
 @pytest.mark.parametrize("exercise", list(GOOD))
@@ -69,6 +71,17 @@ def test_good_component_passes_inside_the_decoder(exercise: str, results) -> Non
     in_model = [t for t in result.tests if t.name.startswith("in-model")]
     assert [t.status for t in in_model] == ["pass", "pass"], [t.message for t in in_model]
     assert result.status == "pass", result.diagnosis_detail
+
+
+def test_a_cache_declaring_interleaved_passes_inside_the_decoder(results) -> None:
+    """kv_cache follows CONVENTION in the decoder run too: the parent keeps the interleaved decoder's answers."""
+    result = results[4]
+    in_model = [t for t in result.tests if t.in_model]
+    assert [t.status for t in in_model] == ["pass", "pass"], [t.message for t in in_model]
+    assert result.status == "pass", result.diagnosis_detail
+    logits, _ = inmodel.cases_for("kv_cache", 6)
+    half, inter = logits.ctx["alt"]["half"][0], logits.ctx["alt"]["interleaved"][0]
+    assert not torch.allclose(half, inter, atol=1e-3)  # the two conventions' decoders really differ
 
 
 def test_bug_fails_inside_the_decoder_too_and_keeps_its_diagnosis(results) -> None:

@@ -102,3 +102,37 @@ def test_gradients_flow_through_the_chained_cache(tmp_path: Path) -> None:
         bad = check_file(tmp_path / "kv_cache.py", None, 12, Limits(), pool=pool)
     assert ok.status == "pass", ok.diagnosis_detail
     assert bad.status == "fail" and bad.diagnosis.id == "grad_broken"
+
+
+def _declare(cases, value):
+    return kv_cache.SPEC.prepare(cases, {"CONVENTION": {"present": True, "value": value, "type": type(value).__name__}})
+
+
+@pytest.mark.parametrize("convention", ["half", "interleaved"])
+def test_the_declared_convention_picks_the_expectations_and_the_replay_follows_it(convention: str) -> None:
+    cases = kv_cache.make_cases(4)
+    for case in cases:
+        case.expected, case.expected_grads = kv_cache.reference(case)
+    assert _declare(cases, convention) is None
+    tol = kv_cache.SPEC.tolerances
+    for case in cases:
+        assert case.ctx["convention"] == convention
+        assert compare(replay(case), case.expected, tol[case.ctx["dtype"]]).ok, case.name
+    other = "half" if convention == "interleaved" else "interleaved"
+    same = [c.extra["returns"] for c in cases if compare(c.ctx["alt"][other][0], c.expected, tol[c.ctx["dtype"]]).ok]
+    assert set(same) == {"v"}  # outputs and key caches tell the conventions apart; values are never rotated
+
+
+def test_an_unknown_convention_is_refused_in_one_line() -> None:
+    cases = kv_cache.make_cases(1)
+    for case in cases:
+        case.expected, case.expected_grads = kv_cache.reference(case)
+    refused = _declare(cases, "neox")
+    assert refused is not None and refused[0].id == "rope_convention_invalid" and "'neox'" in refused[1]
+    assert "\n" not in refused[1]
+
+
+def test_the_starter_declares_the_default_convention() -> None:
+    from drill.paths import exercises_dir
+
+    assert '\nCONVENTION = "half"\n' in (exercises_dir() / "kv_cache.py").read_text(encoding="utf-8")

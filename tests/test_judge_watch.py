@@ -78,7 +78,7 @@ def test_watch_regrades_a_real_check_after_the_fix(tmp_path: Path) -> None:
     """End to end: a buggy file fails, the learner saves the fix, the next round passes."""
     f = tmp_path / "rope.py"
     shutil.copy(SOLUTIONS / "rope" / "bug_rope_sign_flipped__rotate_half.py", f)
-    verdicts = []
+    verdicts, details = [], []
     fixed = (SOLUTIONS / "rope" / "good_rotate_half.py").read_text()
     t = FakeTime({0.5: lambda: _touch(f, fixed, 5_000_000_000)})
     with ChildPool() as pool:
@@ -86,9 +86,10 @@ def test_watch_regrades_a_real_check_after_the_fix(tmp_path: Path) -> None:
             for p in changed:
                 r = check_file(p, None, 9, Limits(), pool=pool)
                 verdicts.append(r.status if r.diagnosis is None else r.diagnosis.id)
+                details.append(r.diagnosis_detail)
 
         watch([f], grade, poll_s=0.1, debounce_s=0.2, max_rounds=2, sleep=t.sleep, clock=t.clock)
-    assert verdicts == ["rope_sign_flipped", "pass"]
+    assert verdicts == ["rope_sign_flipped", "pass"], details
 
 
 @pytest.mark.parametrize(("script", "missing_at", "grades"), [

@@ -15,7 +15,6 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,77 +23,19 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from drill.cli import app
+from drill.quiz import kinds
 from drill.mock.clock import Countdown, FakeClock, SystemClock
+from drill.mock.concept import MIN_SEEN_S
 from drill.mock.reader import INTERRUPT, EndOfInput, ScriptedReader, TimeUp, stream_reader
-from drill.mock.rounds import MIN_SEEN_S
 from drill.mock.run import EXIT_ABANDONED, MockOptions, run_mock
 from drill.store import Store
+
+from mockkit import RIGHT, WRONG, StubGrader, last_report, sit, write_into
 
 ROOT = Path(__file__).resolve().parent.parent
 GOOD_ATTENTION = ROOT / "tests" / "fixtures" / "solutions" / "attention" / "good_matmul_softmax.py"
 BUGGY_ATTENTION = ROOT / "tests" / "fixtures" / "solutions" / "attention" / "bug_missing_scale__matmul.py"
 runner = CliRunner()
-RIGHT, WRONG = "a,b", "a"  # see BANK in conftest.py
-
-
-@dataclass
-class StubResult:
-    """Shaped like drill.judge.check.Result, for tests that must not spawn the grader."""
-
-    status: str
-    passed: int
-    total: int
-    seed: int = 7
-    diagnosis: Any = None
-    diagnosis_detail: str = ""
-    advisories: list[str] = field(default_factory=list)
-
-
-@dataclass
-class StubDiagnosis:
-    id: str = "missing_scale"
-    title: str = "Missing 1/sqrt(d_k) scaling"
-    why: str = ""
-    fix: str = "divide the scores by sqrt(d_k)"
-
-
-class StubGrader:
-    """Records what it was asked to grade; passes files containing 'GOOD'."""
-
-    def __init__(self) -> None:
-        self.graded: list[str] = []
-
-    def __call__(self, path: Path, exercise: str, seed: int | None) -> StubResult:
-        text = path.read_text()
-        self.graded.append(text)
-        if "GOOD" in text:
-            return StubResult("pass", 12, 12)
-        return StubResult("fail", 3, 12, diagnosis=StubDiagnosis(), diagnosis_detail="matches on 9 failing tests")
-
-
-def sit(tmp_path: Path, bank: Path, steps: list, *, grade: Any = None, interactive: bool = False, **opts: Any):
-    clock = FakeClock()
-    console = Console(record=True, width=100, force_terminal=False)
-    reader = ScriptedReader(console, clock, steps)
-    store = Store(tmp_path / "progress.db")
-    options = MockOptions(**{"minutes": 45, "questions": 2, "seed": 3, "exercise": "attention",
-                             "folder": tmp_path / "work", "bank": bank, **opts})
-    code = run_mock(options, console=console, read=reader, clock=clock, store=store,
-                    grade=grade if grade is not None else StubGrader(), interactive=interactive, fuzz=False)
-    return code, store, console.export_text(), reader
-
-
-def last_report(store: Store) -> dict[str, Any]:
-    mock = store.mocks()[-1]
-    return {**mock, "report": json.loads(mock["report_json"])}
-
-
-def write_into(path: Path, text: str, then: str = "submit"):
-    def step() -> str:
-        path.write_text(text)
-        return then
-
-    return step
 
 
 # -- full sessions ------------------------------------------------------------
@@ -329,14 +270,16 @@ def test_a_refused_final_save_still_shows_the_card_and_keeps_the_checkpoint(tmp_
     clock = FakeClock()
     console = Console(record=True, width=100, force_terminal=False)
     with Store(tmp_path / "progress.db") as store:
-        options = MockOptions(minutes=45, questions=2, seed=3, exercise="attention", folder=tmp_path / "work", bank=bank)
+        options = MockOptions(minutes=45, questions=2, seed=3, exercise="attention", folder=tmp_path / "work",
+                              bank=bank)
         with pytest.raises(StoreUnavailable, match="disk is full"):
             run_mock(options, console=console, read=ScriptedReader(console, clock, [RIGHT, RIGHT, "done"]),
                      clock=clock, store=store, grade=StubGrader(), interactive=False, fuzz=False)
         (mock,) = store.mocks()
     assert "Mock #1 report — completed" in console.export_text()
     checkpoint = json.loads(mock["report_json"])  # what history falls back on
-    assert mock["status"] == "running" and [q["outcome"] for q in checkpoint["concept"]["questions"]] == ["right", "right"]
+    assert mock["status"] == "running"
+    assert [q["outcome"] for q in checkpoint["concept"]["questions"]] == ["right", "right"]
     assert checkpoint["owner"]["pid"] == os.getpid() and checkpoint["coding"]["reached"] is True
     assert checkpoint["coding"]["untouched"] is True and checkpoint["coding"]["submissions"] == []
 
@@ -357,7 +300,8 @@ def _cli(*args: str, input: str = "") -> Any:
         (["--questions", "-1"], "--questions: must be 0 or more"),
     ],
 )
-def test_bad_options_exit_2_without_starting_a_mock(home: Path, bank: Path, tmp_path: Path, args: list[str], message: str) -> None:
+def test_bad_options_exit_2_without_starting_a_mock(home: Path, bank: Path, tmp_path: Path, args: list[str],
+                                                    message: str) -> None:
     result = _cli("--bank", str(bank), "--dir", str(tmp_path / "w"), *args)
     assert result.exit_code == 2, result.output
     assert message in result.output and len(result.output.strip().splitlines()) == 1
@@ -461,7 +405,7 @@ def test_stream_reader_reads_a_pipe_and_stops_at_the_deadline() -> None:
     console = Console(record=True, width=80)
     with os.fdopen(read_fd) as stream:
         reader = stream_reader(console, stream, tick=0.05)
-        os.write(write_fd, "first answer\nsecond".encode())
+        os.write(write_fd, b"first answer\nsecond")
         countdown = Countdown(SystemClock(), 30)
         assert reader("q1 >", countdown) == "first answer"
         short = Countdown(SystemClock(), 0.3)
@@ -504,7 +448,8 @@ def test_cram_answers_do_not_make_a_topic_weak_in_the_mock(tmp_path: Path, bank:
     store = Store(tmp_path / "progress.db")
     for i in range(6):  # a burst of cram misses on alpha, scheduled misses on beta
         store.record_review(f"alpha-{i % 2}", 1, topic="alpha", source="cram")
-        store.record_review(f"beta-{i % 2}", 1, topic="beta", source="quiz", card_json="{}", due="2099-01-01T00:00:00+00:00")
+        store.record_review(f"beta-{i % 2}", 1, topic="beta", source="quiz", card_json="{}",
+                            due="2099-01-01T00:00:00+00:00")
     store.close()
     code, store, out, _ = sit(tmp_path, bank, ["done"], questions=0)  # history alone decides
     weak = last_report(store)["report"]["history_weak_topics"]
@@ -636,7 +581,8 @@ def test_a_mock_that_finished_is_not_abandoned_by_a_closed_input(tmp_path: Path,
 
 
 def test_end_of_input_on_a_real_pipe_is_abandoned_and_out_of_the_trend(home: Path, bank: Path, tmp_path: Path) -> None:
-    args = ["--bank", str(bank), "--dir", str(tmp_path / "w"), "--exercise", "attention", "--questions", "2", "--seed", "1"]
+    args = ["--bank", str(bank), "--dir", str(tmp_path / "w"), "--exercise", "attention", "--questions", "2",
+            "--seed", "1"]
     assert _cli(*args, input="a\na\ndone\n").exit_code == 0  # all wrong: score 0
     walked_away = subprocess.run([sys.executable, "-m", "drill.cli", "mock", "--minutes", "3", *args],
                                  input=b"a,b\n", capture_output=True, timeout=60, env={**os.environ, "COLUMNS": "120"})
@@ -649,3 +595,99 @@ def test_end_of_input_on_a_real_pipe_is_abandoned_and_out_of_the_trend(home: Pat
     assert lines[1].split()[-1] != "=" and "▲" not in lines[1]  # no trend on the abandoned one
     assert "▲ +40" in lines[2]  # compared with mock 1, not with the abandoned mock 2
     assert "end of input" in result.output  # the legend says what abandoned covers
+
+
+# -- the time split, the live clock, the exercise's reason ---------------------------
+
+
+@pytest.mark.parametrize("minutes", [1, 2, 2.5, 3, 5, 10, 20, 45, 90])
+@pytest.mark.parametrize("asked", [1, 3, 6, 12])
+def test_the_concept_round_always_leaves_time_to_grade(minutes: float, asked: int) -> None:
+    """Budgets fit in the concept round's share and never eat the coding round's minimum."""
+    from drill.mock import plan
+    from drill.quiz.loader import load_bank
+
+    questions = list(load_bank(None).questions)[:asked]
+    kept, budgets = plan.fit_questions(questions, minutes)
+    assert kept == questions[:len(kept)] and len(budgets) == len(kept)
+    assert all(b >= plan.MIN_BUDGET_S for b in budgets)
+    assert sum(budgets) <= plan.concept_seconds(minutes) + 1e-9
+    assert minutes * 60 - sum(budgets) >= min(plan.CODING_MIN_S, minutes * 60)
+    if minutes >= 45 and asked <= 6:  # a long mock asks everything at each kind's usual time
+        assert kept == questions and budgets == [kinds.get(q.kind).budget_s for q in questions]
+
+
+def test_a_short_mock_says_what_did_not_fit_and_why(tmp_path: Path, bank: Path) -> None:
+    from drill.mock.plan import CODING_MIN_S, time_rule
+
+    code, store, out, _ = sit(tmp_path, bank, [RIGHT, RIGHT, RIGHT, "done"], minutes=3, questions=4)
+    report = last_report(store)["report"]
+    budgets = [q["budget_s"] for q in report["concept"]["questions"]]
+    assert len(budgets) == 3 and sum(budgets) <= 3 * 60 - CODING_MIN_S
+    text = " ".join(out.split())
+    assert "Round 1: 3 concept questions" in text and "(1 more did not fit in a 3-minute mock)" in text
+    assert time_rule() in text
+    code, store, out, _ = sit(tmp_path, bank, ["done"], minutes=2, questions=4)
+    assert "No concept round: a 2-minute mock keeps its time for coding." in out and "Round 1: coding" in out
+    help_text = " ".join(runner.invoke(app, ["mock", "--help"], env={"COLUMNS": "80"}).output.split())
+    assert time_rule() in help_text
+
+
+def test_with_a_live_status_line_it_is_the_only_clock_on_screen(tmp_path: Path, bank: Path) -> None:
+    """On a terminal the status line ticks; a printed '[3:00 left]' or '(0:30 of budget)' would go stale."""
+    import io
+
+    from drill.mock.live import LiveStatus
+
+    clock = FakeClock()
+    console = Console(record=True, width=100, force_terminal=False)
+    live = LiveStatus(io.StringIO())
+    seen: list[str] = []
+
+    def answer_after_14_s() -> str:
+        clock.advance(14)
+        seen.append(live.status_text())
+        return RIGHT
+
+    reader = ScriptedReader(console, clock, [answer_after_14_s, RIGHT, "done"], clock_in_prompt=False)
+    options = MockOptions(minutes=3, questions=2, seed=3, exercise="attention", folder=tmp_path / "work", bank=bank)
+    run_mock(options, console=console, read=reader, clock=clock, store=Store(tmp_path / "progress.db"),
+             grade=StubGrader(), interactive=False, fuzz=False, live=live)
+    out = console.export_text()
+    assert "left]" not in out and "left in the mock" not in out, out
+    assert not any("budget" in p for p in reader.prompts), reader.prompts
+    with Store(tmp_path / "progress.db") as store:
+        budget = last_report(store)["report"]["concept"]["questions"][0]["budget_s"]
+    assert seen == [f" ⏱  2:46 left · drill mock #1 · round 1: question 1/2 · 0:{budget - 14:02.0f} of budget"]
+    assert live.countdown is None  # stopped: the terminal's scroll region given back
+
+
+def _passed(store: Store, exercise: str, when: str) -> None:
+    from drill.store import Attempt
+
+    store.record_attempt(Attempt(exercise=exercise, attempted_at=when, status="pass", diagnosis=None, seed=1,
+                                 tests_passed=5, tests_total=5, elapsed_ms=10, file=f"{exercise}.py", mock_id=None))
+
+
+def test_with_every_exercise_passed_the_mock_says_which_and_why(tmp_path: Path, bank: Path) -> None:
+    from drill.mock.plan import gradable_exercises
+
+    names = gradable_exercises()
+    oldest = names[len(names) // 2]
+    with Store(tmp_path / "progress.db") as store:
+        for name in names:
+            _passed(store, name, "2025-03-01T12:00:00+00:00" if name != oldest else "2024-12-30T12:00:00+00:00")
+        _passed(store, names[0], "2024-01-01T12:00:00+00:00")  # an old pass, then a newer one: the newer counts
+    code, store, out, _ = sit(tmp_path, bank, ["done"], questions=0, exercise=None)
+    assert last_report(store)["exercise"] == oldest
+    text = " ".join(out.split())
+    assert (f"implement `{oldest}` (every exercise is passed: practising the one you passed longest ago, "
+            "on 2024-12-30)") in text
+
+
+def test_an_exercise_not_passed_yet_is_said_so(tmp_path: Path, bank: Path) -> None:
+    code, store, out, _ = sit(tmp_path, bank, ["done"], questions=0, exercise=None)
+    exercise = last_report(store)["exercise"]
+    assert f"implement `{exercise}` (not passed yet)" in out
+    code, store, out, _ = sit(tmp_path, bank, ["done"], questions=0, exercise="rope")
+    assert "implement `rope` in" in out  # named with --exercise: nothing to explain

@@ -116,7 +116,8 @@ def test_sigkilled_mock_shows_as_interrupted_and_keeps_its_answers(
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
-def test_sigterm_or_sighup_saves_the_mock_as_interrupted_at_once(home: Path, bank: Path, tmp_path: Path, signum: int) -> None:
+def test_sigterm_or_sighup_saves_the_mock_as_interrupted_at_once(home: Path, bank: Path, tmp_path: Path,
+                                                                 signum: int) -> None:
     mock = MockProcess(bank, tmp_path / "work")
     try:
         mock.wait_for("your choice")
@@ -183,7 +184,8 @@ OTHER_HOST = {"host": "not-this-host.invalid", "pid": 1, "boot": None, "start": 
     [(5 * 60 + GRACE_S - 1, "running"), (5 * 60 + GRACE_S + 1, "interrupted")],
     ids=["within its time and grace", "past its time and grace"],
 )
-def test_an_unverifiable_owner_is_judged_by_the_clock(tmp_path: Path, owner: Any, after_s: float, expected: str) -> None:
+def test_an_unverifiable_owner_is_judged_by_the_clock(tmp_path: Path, owner: Any, after_s: float,
+                                                      expected: str) -> None:
     with Store(tmp_path / "p.db") as store:
         mock_id, started = _running(store, owner)
         shown = settle(store, started + timedelta(seconds=after_s))
@@ -216,7 +218,8 @@ def test_a_mock_that_finished_meanwhile_keeps_its_result(tmp_path: Path) -> None
         assert store.interrupt_mock(mock_id, started.isoformat(), {}) is False
         store.checkpoint_mock(mock_id, {"late": True})  # a stray checkpoint is ignored too
         (saved,) = store.mocks()
-        assert (saved["status"], saved["score"], json.loads(saved["report_json"])) == ("completed", 80.0, {"status": "completed"})
+        saved_report = json.loads(saved["report_json"])
+        assert (saved["status"], saved["score"], saved_report) == ("completed", 80.0, {"status": "completed"})
 
 
 def test_a_store_that_cannot_be_written_still_shows_the_truth(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -284,7 +287,8 @@ def test_history_of_a_read_only_store_still_shows_the_truth(home: Path) -> None:
     with Store(home / "progress.db") as store:
         _running(store, None)
         with store.transaction() as db:
-            db.execute("UPDATE mocks SET started_at = ?", ((datetime.now(timezone.utc) - timedelta(days=1)).isoformat(),))
+            yesterday = (datetime.now(timezone.utc) - timedelta(days=1)).isoformat()
+            db.execute("UPDATE mocks SET started_at = ?", (yesterday,))
     before = (home / "progress.db").read_bytes()
     proc = _history_with_read_only_folder(home)
     assert proc.returncode == 0, proc.stderr

@@ -21,7 +21,8 @@ from drill.cli import app
 from drill.mock.reader import INTERRUPT
 from drill.mock.report import render_history, score_rule
 from drill.store import Store
-from test_mock import RIGHT, WRONG, StubResult, last_report, sit, write_into
+
+from mockkit import RIGHT, WRONG, StubResult, last_report, sit, write_into
 
 runner = CliRunner()
 TOPICS = ("alpha", "beta", "gamma", "delta")
@@ -79,7 +80,8 @@ def quiz_lines(out: str) -> list[str]:
 def test_weak_topics_name_their_source_and_the_command_matches_the_list(
         tmp_path: Path, bank4: Path, topics: tuple, answers: list, questions: int, mock_weak: list,
         suggested: str) -> None:
-    seed_history(tmp_path / "progress.db", {"beta": 3, "gamma": 2, "delta": 2})
+    # three misses each: the minimum `drill stats` ranks a topic on (test_weakest_topics_are_one_rule_...)
+    seed_history(tmp_path / "progress.db", {"beta": 3, "gamma": 3, "delta": 3})
     code, store, out, _ = sit(tmp_path, bank4, [*answers, "done"], topics=topics, questions=questions)
     report = last_report(store)["report"]
     assert report["weak_topics"] == mock_weak
@@ -205,11 +207,13 @@ def test_rounds_are_numbered_as_they_happen(tmp_path: Path, bank4: Path, questio
 @pytest.mark.parametrize("width", [80, 120])
 def test_history_fits_without_cutting_a_column(width: int) -> None:
     """Worst case: a three-digit id, a long status, 'x% of N', 'not reached', '▼ -100'."""
-    partial = {"concept": {"questions": [{"outcome": "right", "topic": "t"}] * 10 + [{"outcome": "wrong", "topic": "t"}] * 2},
+    answers = [{"outcome": "right", "topic": "t"}] * 10 + [{"outcome": "wrong", "topic": "t"}] * 2
+    partial = {"concept": {"questions": answers},
                "coding": {"reached": False, "submissions": []}}
     done = {"concept": {"score_pct": 100.0, "questions": []},
             "coding": {"reached": True, "submissions": [{"status": "fail", "passed": 12, "total": 15}]}}
-    mocks = [_row(100, "completed", 100.0, done, "attention", 1440), _row(101, "interrupted", None, partial, "kv_cache"),
+    mocks = [_row(100, "completed", 100.0, done, "attention", 1440),
+             _row(101, "interrupted", None, partial, "kv_cache"),
              _row(102, "completed", 0.0, done, "attention", 1440)]
     console = Console(record=True, width=width, force_terminal=False)
     render_history(console, mocks)
@@ -220,3 +224,30 @@ def test_history_fits_without_cutting_a_column(width: int) -> None:
     assert "83% of 12" in table[2] and "not reached" in table[2]
     gap = "  " if width >= 100 else " "  # two spaces where they fit, else one
     assert f"#{gap}date" in table[0] and f"#{gap} date" not in table[0]
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_question_ids_are_never_broken_at_80_columns(tmp_path: Path, bank4: Path, width: int) -> None:
+    """The shipped bank's longest ids, with the longest topic and result cells, stay whole: on one
+    line in the table (topic and kind go under the id when the row does not fit) and in the review list."""
+    from drill.mock.report import render_report
+    from drill.quiz.loader import load_bank
+
+    code, store, _, _ = sit(tmp_path, bank4, [None], questions=4)
+    report = last_report(store)["report"]
+    longest = sorted((q.id for q in load_bank(None).questions), key=len)[-4:]
+    assert len(longest[-1]) >= 30
+    for q, qid in zip(report["concept"]["questions"], longest, strict=True):
+        q.update(id=qid, topic="normalization", kind="recall", outcome="partial", rating=2, seconds=200.0)
+    report["to_review"] = longest
+    console = Console(record=True, width=width, force_terminal=False)
+    render_report(console, report)
+    text = console.export_text()
+    table = [line for line in text.splitlines() if "~ partial (Hard)" in line]
+    assert len(table) == 4, text
+    for number, (line, qid) in enumerate(zip(table, longest, strict=True), 1):
+        assert line.split()[:2] == [str(number), qid], text  # whole, next to its number and result
+    assert all(len(line.rstrip()) <= width for line in text.splitlines())
+    assert "normalization · recall" in text and "…" not in text
+    review = " ".join(text[text.index("questions: "):].split(maxsplit=len(longest) + 1)[:len(longest) + 1])
+    assert review == "questions: " + ", ".join(longest), text

@@ -42,16 +42,17 @@ def test_wheel_installs_and_finds_its_data(tmp_path: Path) -> None:
     )
     # Third-party deps come from the test's own environment (appended, so the wheel wins).
     (target / "borrowed_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)], check=True, timeout=300)
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
+                   check=True, timeout=300)
 
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["DRILL_HOME"] = str(tmp_path / "home")
     probe = (
         "import drill, drill.reference, drill.paths as p;"
-        "assert drill.reference.__file__.startswith(%r), drill.reference.__file__;"
+        f"assert drill.reference.__file__.startswith({str(target)!r}), drill.reference.__file__;"
         "print(len(list(p.questions_dir().glob('*.yaml'))), len(list(p.exercises_dir().glob('*.py'))),"
         " int((p.exercises_dir() / 'README.md').is_file()))"
-    ) % str(target)
+    )
     out = subprocess.run([str(py), "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert str(ROOT) not in out.stdout
@@ -61,7 +62,8 @@ def test_wheel_installs_and_finds_its_data(tmp_path: Path) -> None:
     assert n_py == len(list((ROOT / "exercises").glob("*.py")))
 
     help_out = subprocess.run(
-        [str(py), "-c", "from drill.cli import main; main()", "--help"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+        [str(py), "-c", "from drill.cli import main; main()", "--help"], cwd=tmp_path, env=env, capture_output=True,
+        text=True, timeout=120
     )
     assert help_out.returncode == 0 and "check" in help_out.stdout
 

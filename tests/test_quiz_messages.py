@@ -46,7 +46,7 @@ def test_shipped_attn_score_std_prompt_reads_as_one_paragraph() -> None:
          'the " quote opened on this line is never closed before the end of the file'),
         ("topic: t\nquestions:\n  - id: t-one\n    kind: numeric\n    difficulty: easy\n"
          "    prompt: !!python/object/apply:os.system [\"true\"]\n    answer: 4\n", 6,
-         "tags like !!python/... are not allowed in a question bank (plain data only): remove !!python/object/apply:os.system"),
+         "the tag !!python/object/apply:os.system is not allowed in a question bank"),
         ("topic: t\nquestions: [1, 2\nfoo: 3\n", 3, "(the flow sequence starts on line 2)"),
     ],
 )

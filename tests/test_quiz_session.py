@@ -16,7 +16,8 @@ from typer.testing import CliRunner
 
 from drill.cli import app
 from drill.quiz.run import QuizOptions, run_quiz
-from drill.quiz.session import lines_reader, parse_choice
+from drill.quiz.kinds.choice import parse_choice
+from drill.quiz.session import lines_reader
 from drill.store import Store
 
 FIXTURES = Path(__file__).parent / "fixtures" / "questions"

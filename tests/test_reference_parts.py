@@ -72,6 +72,32 @@ def naive_rms_norm(x, weight, eps):
     return out.reshape(x.shape)
 
 
+def naive_layer_norm(x, weight, bias, eps):
+    """Per row in float64 with Python sums: mean, then the population variance of the centred values."""
+    rows = x.double().reshape(-1, x.shape[-1])
+    out = torch.empty_like(rows)
+    for r, row in enumerate(rows.tolist()):
+        mean = sum(row) / len(row)
+        var = sum((v - mean) ** 2 for v in row) / len(row)
+        out[r] = torch.tensor([(v - mean) / math.sqrt(var + eps) for v in row], dtype=torch.float64)
+    return (out * weight.double() + bias.double()).reshape(x.shape)
+
+
+def naive_cross_entropy(logits, targets, ignore_index=-100, ls=0.0):
+    """Per position with math.exp/math.log in float64: (1 - ls) * -log p[t] + ls * mean_v -log p[v]."""
+    v = logits.shape[-1]
+    rows = logits.double().reshape(-1, v).tolist()
+    total, kept = 0.0, 0
+    for row, t in zip(rows, targets.reshape(-1).tolist()):
+        if t == ignore_index:
+            continue
+        m = max(row)
+        lse = m + math.log(sum(math.exp(z - m) for z in row))
+        total += (1 - ls) * (lse - row[t]) + ls * sum(lse - z for z in row) / v
+        kept += 1
+    return torch.tensor(total / kept, dtype=torch.float64)
+
+
 def naive_swiglu(x, w_gate, w_up, w_down):
     x = x.double()
     g = x @ w_gate.double().T
@@ -353,6 +379,113 @@ def test_rms_norm_module():
     close(m(x), naive_rms_norm(x, torch.ones(8), 1e-5), 1e-5)
 
 
+# --- LayerNorm -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("shape", [(24,), (3, 24), (2, 4, 24), (2, 2, 3, 24)])
+def test_layer_norm_matches_naive(impl, shape):
+    x = randn(*shape, seed=61) * 3 + 2
+    w, b = randn(24, seed=62) * 0.5 + 1, randn(24, seed=63)
+    for eps in (1e-5, 1e-2):
+        close(R.layer_norm(x, w, b, eps, impl=impl), naive_layer_norm(x, w, b, eps), 1e-5)
+    tiny = randn(2, 24, seed=64) * 1e-3  # eps matters: it must actually be used
+    assert (R.layer_norm(tiny, w, b, 1e-6, impl=impl) - R.layer_norm(tiny, w, b, 1e-2, impl=impl)).abs().max() > 0.1
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+def test_layer_norm_is_exact_on_a_large_mean(impl):
+    """Mean 100x the spread: the two-pass math path and F.layer_norm both stay within fp32 rounding."""
+    x = randn(4, 64, seed=65) + 100.0
+    w, b = randn(64, seed=66) * 0.5 + 1, randn(64, seed=67)
+    close(R.layer_norm(x, w, b, 1e-5, impl=impl), naive_layer_norm(x, w, b, 1e-5), 1e-4)
+    one_pass = (x.pow(2).mean(-1, keepdim=True) - x.mean(-1, keepdim=True).pow(2))  # what the reference avoids
+    assert (one_pass - x.var(-1, unbiased=False, keepdim=True)).abs().max() > 1e-4
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_layer_norm_half_accumulates_in_fp32(impl, dtype):
+    x = randn(4, 512, seed=68) * 400  # squares ~1.6e5: past fp16's largest finite value
+    w, b = torch.rand(512, generator=gen(69)) + 0.5, randn(512, seed=70)
+    out = R.layer_norm(x.to(dtype), w, b, 1e-5, impl=impl)
+    assert out.dtype == dtype and torch.isfinite(out).all()
+    close(out, naive_layer_norm(x.to(dtype), w, b, 1e-5), 5e-2)
+
+
+def test_layer_norm_module_and_errors():
+    m = R.LayerNorm(8)
+    assert m.eps == 1e-5 and torch.equal(m.weight.detach(), torch.ones(8))
+    assert torch.equal(m.bias.detach(), torch.zeros(8))
+    x = randn(2, 8, seed=71)
+    close(m(x), naive_layer_norm(x, torch.ones(8), torch.zeros(8), 1e-5), 1e-5)
+    with pytest.raises(ValueError, match="eps must be > 0"):
+        R.layer_norm(x, None, None, 0.0)
+    with pytest.raises(ValueError, match="bias shape"):
+        R.layer_norm(x, torch.ones(8), torch.zeros(7), 1e-5)
+
+
+# --- cross-entropy ------------------------------------------------------------------
+
+
+def _targets(shape, v, seed, ignore=None):
+    t = torch.randint(0, v, shape, generator=gen(seed))
+    if ignore is not None:
+        t[..., ::3] = ignore
+        t.view(-1)[1] = 0 if ignore != 0 else 1  # at least one kept
+    return t
+
+
+CE_CASES = {
+    "(N,V)": ((6, 11), None, 0.0),
+    "(B,T,V)": ((2, 3, 17), None, 0.0),
+    "(V,)": ((9,), None, 0.0),
+    "ignored -100": ((7, 13), -100, 0.0),
+    "custom ignore": ((2, 5, 8), 3, 0.0),
+    "smoothing": ((5, 10), None, 0.2),
+    "smoothing and ignored": ((2, 4, 12), -100, 0.1),
+}
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("name", sorted(CE_CASES))
+def test_cross_entropy_matches_naive(impl, name):
+    shape, ignore, ls = CE_CASES[name]
+    z = randn(*shape, seed=72) * 3
+    t = _targets(shape[:-1], shape[-1], 73, ignore)
+    ii = -100 if ignore is None else ignore
+    got = R.cross_entropy(z, t, ii, ls, impl=impl)
+    assert got.shape == () and got.dtype == torch.float32
+    close(got, naive_cross_entropy(z, t, ii, ls), 1e-5)
+
+
+@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_cross_entropy_large_logits_are_finite_and_exact(impl, dtype):
+    """Logits ~1e4 (spread apart, and close together around 1e4): the loss is the float64 one, rounded once."""
+    t = _targets((6,), 40, 74, -100)
+    for z in (randn(6, 40, seed=75) * 1e4, randn(6, 40, seed=76) * 2 + 1e4):
+        z = z.to(dtype)
+        want = naive_cross_entropy(z, t, -100, 0.1)
+        got = R.cross_entropy(z, t, -100, 0.1, impl=impl)
+        assert got.dtype == dtype and torch.isfinite(got)
+        ulp = {torch.float32: 2e-6, torch.float16: 1e-3, torch.bfloat16: 8e-3}[dtype]
+        assert abs(float(got) - float(want)) <= ulp * max(1.0, abs(float(want))), (float(got), float(want))
+
+
+def test_cross_entropy_ignored_targets_are_never_indexed_and_bad_ones_refused():
+    z = randn(4, 5, seed=77)
+    t = torch.tensor([1, -100, 2, -100])
+    close(R.cross_entropy(z, t, impl="math"), naive_cross_entropy(z, t), 1e-6)
+    with pytest.raises(ValueError, match="target 7 is not a class id"):
+        R.cross_entropy(z, torch.tensor([1, 7, 2, 0]))
+    with pytest.raises(ValueError, match="targets shape"):
+        R.cross_entropy(z, torch.tensor([1, 2]))
+    with pytest.raises(ValueError, match="label_smoothing"):
+        R.cross_entropy(z, t, label_smoothing=1.5)
+    assert torch.isnan(R.cross_entropy(z, torch.full((4,), -100), impl="math"))  # every position ignored: 0 / 0
+
+
 # --- SwiGLU ------------------------------------------------------------------
 
 
@@ -393,6 +526,9 @@ def test_fused_and_math_agree_with_gradients():
         "rope": lambda impl: R.apply_rope(x.view(2, 6, 4, 8).transpose(1, 2), torch.arange(6), impl=impl),
         "sdpa": lambda impl: R.sdpa(*(x.view(2, 6, 4, 8).transpose(1, 2),) * 3, causal=True, impl=impl),
         "swiglu": lambda impl: R.swiglu(x, randn(48, 32, seed=48) / 6, randn(48, 32, seed=49) / 6, randn(32, 48, seed=50) / 7, impl=impl),
+        "layer_norm": lambda impl: R.layer_norm(x, torch.linspace(0.5, 1.5, 32), torch.linspace(-1, 1, 32), 1e-5,
+                                                impl=impl),
+        "cross_entropy": lambda impl: R.cross_entropy(x, _targets((2, 6), 32, 78, -100), -100, 0.1, impl=impl)[None],
     }
     for name, fn in parts.items():
         results = {}
@@ -425,6 +561,8 @@ def test_gradients_match_finite_differences(impl):
         (lambda a, b: R.rms_norm(a, b, 1e-5, impl=impl), (x, w)),
         (lambda a: R.apply_rope(a, torch.tensor([3, 40, 500]), impl=impl), (q,)),
         (lambda a, b, c, e: R.swiglu(a, b, c, e, impl=impl), (x, wg, wu, wd)),
+        (lambda a, b, c: R.layer_norm(a, b, c, 1e-5, impl=impl), (x, w, randn(6, seed=79, dtype=d).requires_grad_())),
+        (lambda a: R.cross_entropy(a, torch.tensor([4, -100]), -100, 0.2, impl=impl), (x,)),
     ]
     for fn, inputs in checks:
         assert torch.autograd.gradcheck(fn, inputs, eps=1e-6, atol=1e-5)

@@ -167,3 +167,82 @@ def test_norm_cases_are_the_battery_and_reproducible() -> None:
     assert {c.args["x"].dim() for c in cases} == {2, 3, 4}
     assert [c.repeat is not None for c in cases] == [False] * 8 + [True]  # the repeat call is drawn last
     assert sum(c.wants_grads for c in cases) == 3
+
+
+def _ln_build(d, name, shape, *, eps=None, dtype="float32", scale=1.0, shift=0.0, grads=False, big_mean=False):
+    x = d.normal(*shape, dtype=dtype, scale=scale, shift=shift)
+    params = {"weight": d.normal(shape[-1], shift=1.0), "bias": d.normal(shape[-1])}
+    ctx = {"eps": 1e-5 if eps is None else eps, "default_eps": eps is None, "big_mean": big_mean}
+    return module_case(d, name, "N", {"x": x}, init=(shape[-1],), params=params, dtype=dtype, grads=grads, ctx=ctx)
+
+
+def test_norm_cases_extra_cases_come_before_the_repeat_and_leave_the_battery_unchanged() -> None:
+    plain = _norm.norm_cases(Draw(9), _ln_build)
+    more = _norm.norm_cases(Draw(9), _ln_build, lambda d, build: [build(d, "extra 1-D", (16,))])
+    assert [c.name for c in more[:-1]] == [c.name for c in plain[:-1]] + ["extra 1-D"]
+    assert more[-1].name.startswith("repeat call")
+    assert all(torch.equal(a.args["x"], b.args["x"]) for a, b in zip(plain[:-1], more[:-2]))
+    assert more[-1].repeat is not None and more[-2].args["x"].shape == (16,)
+
+
+def test_default_eps_variants_change_only_the_cases_built_with_the_default() -> None:
+    d = Draw(5)
+    default_case = _ln_build(d, "default", (2, 16), scale=1e-4)
+    explicit = _ln_build(d, "explicit", (2, 16), eps=1e-2, scale=1e-4)
+    right = lambda x, w, b, eps: _norm.normalise(x, w, b, eps, centre=True)  # noqa: E731
+    diag = _norm.wrong_default_eps("ln", 1e-5, "nn.LayerNorm's")
+    bugs = _norm.default_eps_variants(diag, right, 1e-5)
+    assert [b.label for b in bugs][:2] == ["default eps=1e-6 instead of 1e-5", "default eps=1e-12 instead of 1e-5"]
+    assert diag.id == "ln_wrong_default_eps" and "eps=1e-5" in diag.why and "nn.LayerNorm's" in diag.why
+    p = default_case.params
+    want = F.layer_norm(default_case.args["x"], (16,), p["weight"], p["bias"], 1e-6)
+    torch.testing.assert_close(bugs[0].fn(default_case), want)
+    assert bugs[0].fn(explicit) is None  # an explicit eps is the learner's to use
+
+
+def test_cancellation_fit_reproduces_a_one_pass_variance_and_rejects_anything_else() -> None:
+    d = Draw(6)
+    case = _ln_build(d, "big mean", (3, 4, 64), scale=1.0, shift=100.0, big_mean=True)
+    x, w, b = case.args["x"], case.params["weight"], case.params["bias"]
+    mean = x.mean(-1, keepdim=True)
+    one_pass = (x - mean) * torch.rsqrt((x * x).mean(-1, keepdim=True) - mean * mean + 1e-5) * w + b
+    right = F.layer_norm(x, (64,), w, b, 1e-5)
+    assert (one_pass - right).abs().max() > 1e-3  # the cancellation is visible on this case
+    bug = _norm.cancellation_fit(_norm.variance_cancellation("ln"))
+    assert bug.fit and bug.diagnosis.id == "ln_var_cancellation"
+    from drill.judge.compare import compare
+    from drill.judge.specs._common import TOLERANCES
+
+    assert compare(bug.fn(case, one_pass), one_pass, TOLERANCES["float32"]).ok  # the member is the learner's output
+    off = (x - mean) * torch.rsqrt(x.var(-1, unbiased=False, keepdim=True) * 1.1) * w + b  # 10 %: not rounding
+    assert bug.fn(case, off) is None
+    no_bias = right - b  # not a per-row rescaling: the nearest member does not reproduce it
+    member = bug.fn(case, no_bias)
+    assert member is None or not compare(member, no_bias, TOLERANCES["float32"]).ok
+    assert bug.fn(_ln_build(d, "plain", (2, 8)), one_pass) is None  # no large mean: the family is the reference
+
+
+def test_centring_diagnoses_name_their_fix() -> None:
+    table = diagnoses(_norm.unbiased_variance("ln"), _norm.variance_cancellation("ln"))
+    assert "unbiased=False" in table["ln_unbiased_variance"].fix
+    assert "Centre first" in table["ln_var_cancellation"].fix
+    assert _norm.eps_text(1e-05) == "1e-5" and _norm.eps_text(1e-12) == "1e-12" and _norm.eps_text(0.01) == "0.01"
+def test_one_thread_restores_the_count_after_nested_and_concurrent_uses() -> None:
+    import threading
+
+    from drill.judge.specs._common import one_thread
+
+    before = torch.get_num_threads()
+    seen = []
+
+    def work() -> None:
+        with one_thread():
+            with one_thread():
+                seen.append(torch.get_num_threads())
+
+    threads = [threading.Thread(target=work) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert seen == [1] * 6 and torch.get_num_threads() == before

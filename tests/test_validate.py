@@ -19,7 +19,11 @@ from drill.quiz.loader import BankError, display, load_bank, scan
 FIXTURES = Path(__file__).parent / "fixtures" / "questions"
 BROKEN = FIXTURES / "broken"
 GOOD = FIXTURES / "good"
-TOPICS = {"block", "attention", "mha", "positional", "masking", "normalization", "ffn", "gqa", "flash", "kv_cache", "architectures", "moe", "pitfalls"}
+TOPICS = {
+    "block", "attention", "mha", "positional", "masking", "normalization", "ffn", "gqa", "flash", "kv_cache",
+    "architectures", "moe", "pitfalls", "tokenization", "sampling", "loss", "scaling", "serving", "training",
+    "beyond_attention",
+}
 runner = CliRunner()
 
 

@@ -9,6 +9,6 @@ folder for the JSON format and how each number is measured.
 Modules: `workloads` (what is run at each size, per exercise), `stats`
 (medians, spreads, exponent fit; pure Python), `memory` (the CPU allocation
 audit), `child` (the script run in the isolated process), `run` (the
-parent's side), `report` (tables, plot, JSON) and `schema` (the --json
-field names, shared with --help).
+parent's side), `report` (tables, plot, JSON), `schema` (the --json
+field names, shared with --help) and `commands` (the `drill bench` command).
 """

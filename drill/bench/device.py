@@ -149,6 +149,6 @@ def copy_bandwidth(backend: CudaBackend, timer: Timer, reps: int = 10) -> float 
     for _ in range(3):
         dst.copy_(src)
     samples = [timer.once(lambda: dst.copy_(src)) for _ in range(reps)]
-    del src, dst
+    src = dst = None  # both buffers freed before the cache is emptied
     backend.empty_cache()
     return copy_bandwidth_from(n, samples)

@@ -136,7 +136,8 @@ def _table(report: BenchReport, cols: list[str]) -> Table:
                 mark = "*" if impl != "fused" and report.is_noisy(row, impl) else ""
                 cells.update(
                     median=fmt_time(res.median_s),
-                    iqr="±" + fmt_time((res.q3_s - res.q1_s) / 2) if res.q1_s is not None and res.q3_s is not None else "-",
+                    iqr=("±" + fmt_time((res.q3_s - res.q1_s) / 2)
+                         if res.q1_s is not None and res.q3_s is not None else "-"),
                     tokens=fmt_rate(report.throughput(row.size, res)),
                     bw=_bandwidth_cell(report, row.size, res),
                     mem=fmt_bytes(res.peak_bytes),
@@ -212,9 +213,11 @@ def render(report: BenchReport, console: Console) -> None:
     head = (f"[bold]{escape(report.file)}[/] on {escape(report.device_name or report.device)}, {report.dtype}, "
             f"{report.threads} thread{'s' if report.threads != 1 else ''}, torch {escape(report.torch_version)}")
     dims = ", ".join(f"{k}={v}" for k, v in report.dims.items())
-    parts: list = [Text.from_markup(head), Text(f"fixed: {dims}; passed drill check (seed {report.check_seed})", style="dim")]
+    parts: list = [Text.from_markup(head),
+                   Text(f"fixed: {dims}; passed drill check (seed {report.check_seed})", style="dim")]
     if report.peak_bandwidth:
-        parts.append(Text(f"device copy bandwidth (practical peak): {report.peak_bandwidth / 1e9:.0f} GB/s", style="dim"))
+        bandwidth = f"device copy bandwidth (practical peak): {report.peak_bandwidth / 1e9:.0f} GB/s"
+        parts.append(Text(bandwidth, style="dim"))
     console.print(Group(*parts))
     if report.rows:
         console.print(table(report, console.width))

@@ -41,7 +41,8 @@ STARTUP_SLACK_S = 15.0  # beyond --timeout: the child's own set-up (peak-bandwid
 DEFAULT_MEMORY_MB = {"cpu": 4096, "cuda": 16384}
 
 # Exit codes of `drill bench` (see drill/bench/README.md).
-EXIT_MEASURED = 0  # every size ran, or the ladder stopped on purpose (memory, --size-budget, --timeout predicted, --max-size)
+# 0: every size ran, or the ladder stopped on purpose (memory, --size-budget, --timeout predicted, --max-size)
+EXIT_MEASURED = 0
 EXIT_LEARNER = 1  # the file fails drill check, or your code failed, hung or ran out of memory during the run
 EXIT_INCOMPLETE = 3  # a limit cut the run short while the reference (not your code) was running
 
@@ -441,7 +442,8 @@ def _read_events(report: BenchReport, outcome: Any, limits: Any, wl: Workload,
                     {"status": res.status, "message": res.message, "line": res.line}, f"at {wl.size_label}={row.size}"
                 )
                 if res.status == "oom" and fused.status == "ok" and fused.peak_bytes:
-                    report.learner_error += f" (the fused reference needed {fused.peak_bytes / 2**20:.0f} MB at this size)"
+                    needed = fused.peak_bytes / 2**20
+                    report.learner_error += f" (the fused reference needed {needed:.0f} MB at this size)"
             report.rows.append(row)
         elif kind == "stop" and not report.stopped:
             report.stopped = str(ev.get("message", ""))

@@ -59,7 +59,7 @@ def fit_exponent(sizes: Sequence[float], values: Sequence[float]) -> float | Non
     check that a power law fits at all) or when every size is the same.
     Non-positive values are skipped (a zero peak-memory reading has no log).
     """
-    pts = [(math.log(s), math.log(v)) for s, v in zip(sizes, values) if s > 0 and v is not None and v > 0]
+    pts = [(math.log(s), math.log(v)) for s, v in zip(sizes, values, strict=True) if s > 0 and v is not None and v > 0]
     if len(pts) < 3:
         return None
     mx = sum(p[0] for p in pts) / len(pts)

@@ -38,8 +38,13 @@ Call = Callable[[], Any]
 
 # The contracts' defaults, read from the exercise index once (the callables below run where drill is hidden).
 RMS_EPS = default("rmsnorm", "eps")
+LN_EPS = default("layernorm", "eps")
+CE_IGNORE_INDEX = default("cross_entropy", "ignore_index")
+CE_LABEL_SMOOTHING = default("cross_entropy", "label_smoothing")
 ROPE_BASE = default("rope", "base")
 KV_ROPE_BASE = default("kv_cache", "rope_base")
+BLOCK_EPS = default("decoder_block", "eps")
+BLOCK_ROPE_BASE = default("decoder_block", "rope_base")
 FFN_MULTIPLE_OF = default("swiglu", "multiple_of")
 
 
@@ -211,7 +216,8 @@ def _mha_est(size: int, dims: dict, elem: int) -> int:
 
 
 def _mha_learner(mod: Any, x: dict, dims: dict) -> Call:
-    m = load_module(lambda: mod.MultiHeadAttention(dims["d_model"], dims["H"]), x["weights"], x["x"].dtype, x["x"].device)
+    m = load_module(lambda: mod.MultiHeadAttention(dims["d_model"], dims["H"]), x["weights"], x["x"].dtype,
+                    x["x"].device)
     return lambda: m(x["x"])
 
 
@@ -310,15 +316,23 @@ ROPE = Workload(
 # -- rmsnorm --------------------------------------------------------------------
 
 
-def _norm_build(size: int, dims: dict, dtype: Any, device: Any, seed: int = 0) -> dict:
+def _norm_build(size: int, dims: dict, dtype: Any, device: Any, seed: int = 0, bias: bool = False) -> dict:
     g = _gen(seed, device)
-    w = 1.0 + 0.1 * _randn(g, size, dtype=dtype, device=device)
-    return {"x": _randn(g, dims["N"], size, dtype=dtype, device=device), "weights": {"weight": w}}
+    weights = {"weight": 1.0 + 0.1 * _randn(g, size, dtype=dtype, device=device)}
+    x = _randn(g, dims["N"], size, dtype=dtype, device=device)
+    if bias:  # drawn last: RMSNorm's inputs are the same with or without it
+        weights["bias"] = 0.1 * _randn(g, size, dtype=dtype, device=device)
+    return {"x": x, "weights": weights}
 
 
-def _norm_learner(mod: Any, x: dict, dims: dict) -> Call:
-    m = load_module(lambda: mod.RMSNorm(x["x"].shape[-1]), x["weights"], x["x"].dtype, x["x"].device)
-    return lambda: m(x["x"])
+def _norm_learner(cls: str) -> Callable[..., Call]:
+    """The learner's norm module `cls`(d_model) loaded with the shared weights, called on x."""
+
+    def learner(mod: Any, x: dict, dims: dict) -> Call:
+        m = load_module(lambda: getattr(mod, cls)(x["x"].shape[-1]), x["weights"], x["x"].dtype, x["x"].device)
+        return lambda: m(x["x"])
+
+    return learner
 
 
 RMSNORM = Workload(
@@ -333,10 +347,78 @@ RMSNORM = Workload(
     expected_note="one read and one write of x: time ~d, bound by memory bandwidth",
     build=_norm_build,
     reference=lambda ref, impl, x, dims: (lambda: ref.rms_norm(x["x"], x["weights"]["weight"], RMS_EPS, impl=impl)),
-    learner=_norm_learner,
+    learner=_norm_learner("RMSNorm"),
     est_bytes=lambda size, dims, elem: 6 * dims["N"] * size * 4,
     tokens=lambda size, dims: dims["N"],
     bytes_moved=lambda size, dims, elem: (2 * dims["N"] * size + size) * elem,
+    bandwidth_bound=True,
+)
+
+
+# -- layernorm --------------------------------------------------------------------
+
+
+def _layernorm_reference(ref: Any, impl: str, x: dict, dims: dict) -> Call:
+    w = x["weights"]
+    return lambda: ref.layer_norm(x["x"], w["weight"], w["bias"], LN_EPS, impl=impl)
+
+
+LAYERNORM = Workload(
+    exercise="layernorm",
+    size_name="hidden size (N tokens fixed)",
+    size_label="d_model",
+    ladder_cpu=RMSNORM.ladder_cpu,
+    ladder_cuda=RMSNORM.ladder_cuda,
+    dims_cpu=RMSNORM.dims_cpu,
+    dims_cuda=RMSNORM.dims_cuda,
+    expected_exponent=1.0,
+    expected_note="one read and one write of x (two statistics per token): time ~d, bound by memory bandwidth",
+    build=lambda size, dims, dtype, device, seed=0: _norm_build(size, dims, dtype, device, seed, bias=True),
+    reference=_layernorm_reference,
+    learner=_norm_learner("LayerNorm"),
+    est_bytes=lambda size, dims, elem: 7 * dims["N"] * size * 4,
+    tokens=lambda size, dims: dims["N"],
+    bytes_moved=lambda size, dims, elem: (2 * dims["N"] * size + 2 * size) * elem,
+    bandwidth_bound=True,
+)
+
+
+# -- cross_entropy ------------------------------------------------------------------
+
+
+def _ce_build(size: int, dims: dict, dtype: Any, device: Any, seed: int = 0) -> dict:
+    """(N, V) logits and N targets, a tenth of them ignored (padding), as an LM's loss sees them."""
+    import torch
+
+    g = _gen(seed, device)
+    n = dims["N"]
+    logits = _randn(g, n, size, dtype=dtype, device=device, scale=2.0)
+    targets = torch.randint(0, size, (n,), generator=g, device=device)
+    padded = torch.rand(n, generator=g, device=device) < 0.1
+    padded[0] = False  # at least one position counts
+    return {"logits": logits, "targets": targets.masked_fill(padded, CE_IGNORE_INDEX)}
+
+
+def _ce_reference(ref: Any, impl: str, x: dict, dims: dict) -> Call:
+    return lambda: ref.cross_entropy(x["logits"], x["targets"], CE_IGNORE_INDEX, CE_LABEL_SMOOTHING, impl=impl)
+
+
+CROSS_ENTROPY = Workload(
+    exercise="cross_entropy",
+    size_name="vocabulary size V (N tokens fixed, a tenth of the targets ignored)",
+    size_label="V",
+    ladder_cpu=(2048, 4096, 8192, 16384, 32768),
+    ladder_cuda=(8192, 16384, 32768, 65536, 131072),
+    dims_cpu={"N": 256},
+    dims_cuda={"N": 8192},
+    expected_exponent=1.0,
+    expected_note="one read of the N x V logits: time ~V, bound by memory bandwidth",
+    build=_ce_build,
+    reference=_ce_reference,
+    learner=lambda mod, x, dims: (lambda: mod.cross_entropy(x["logits"], x["targets"])),
+    est_bytes=lambda size, dims, elem: dims["N"] * size * (elem + 4 * 4),  # the logits and ~4 fp32 copies
+    tokens=lambda size, dims: dims["N"],
+    bytes_moved=lambda size, dims, elem: dims["N"] * size * elem + dims["N"] * 8,
     bandwidth_bound=True,
 )
 
@@ -348,7 +430,8 @@ def _swiglu_build(size: int, dims: dict, dtype: Any, device: Any, seed: int = 0)
     g = _gen(seed, device)
     ff = ffn_hidden(size)
     shapes = {"w_gate.weight": (ff, size), "w_up.weight": (ff, size), "w_down.weight": (size, ff)}
-    return {"x": _randn(g, dims["N"], size, dtype=dtype, device=device), "weights": _linear_weights(g, shapes, dtype, device)}
+    return {"x": _randn(g, dims["N"], size, dtype=dtype, device=device),
+            "weights": _linear_weights(g, shapes, dtype, device)}
 
 
 def _swiglu_reference(ref: Any, impl: str, x: dict, dims: dict) -> Call:
@@ -461,6 +544,124 @@ KV_CACHE = Workload(
     est_bytes=_kv_est,
     tokens=lambda size, dims: dims["B"],
     comparable=False,  # your cache holds your prefill, the reference's a random one: outputs differ by design
+)
+
+
+# -- decoder_block: one pre-norm layer at sequence length T ----------------------------
+
+_BLOCK_PATHS = {  # the exercise's attribute paths -> the reference layer's (decoder.BLOCK_PATHS, without torch)
+    "attn.q_proj.weight": "self_attn.q_proj.weight", "attn.k_proj.weight": "self_attn.k_proj.weight",
+    "attn.v_proj.weight": "self_attn.v_proj.weight", "attn.o_proj.weight": "self_attn.o_proj.weight",
+    "mlp.w_gate.weight": "mlp.gate_proj.weight", "mlp.w_up.weight": "mlp.up_proj.weight",
+    "mlp.w_down.weight": "mlp.down_proj.weight", "attn_norm.weight": "input_layernorm.weight",
+    "mlp_norm.weight": "post_attention_layernorm.weight",
+}
+
+
+def _block_build(size: int, dims: dict, dtype: Any, device: Any, seed: int = 0) -> dict:
+    import torch
+
+    g = _gen(seed, device)
+    d, h, h_kv, ff = dims["d_model"], dims["H"], dims["H_kv"], dims["d_ff"]
+    shapes = {f"attn.{k}": v for k, v in _proj_shapes({"d_model": d, "H": h, "H_kv": h_kv}).items()}
+    shapes.update({"mlp.w_gate.weight": (ff, d), "mlp.w_up.weight": (ff, d), "mlp.w_down.weight": (d, ff)})
+    weights = _linear_weights(g, shapes, dtype, device)
+    for norm in ("attn_norm.weight", "mlp_norm.weight"):
+        weights[norm] = 1.0 + 0.1 * _randn(g, d, dtype=dtype, device=device)
+    x = _randn(g, dims["B"], size, d, dtype=dtype, device=device)
+    return {"x": x, "positions": torch.arange(size, device=device), "weights": weights}
+
+
+def _block_reference(ref: Any, impl: str, x: dict, dims: dict) -> Call:
+    def factory() -> Any:
+        return ref.llama_block(dims["d_model"], dims["H"], dims["H_kv"], dims["d_ff"], BLOCK_EPS, BLOCK_ROPE_BASE,
+                               x.get("convention", "half"), impl=impl)
+
+    block = load_module(factory, {_BLOCK_PATHS[k]: v for k, v in x["weights"].items()}, x["x"].dtype, x["x"].device)
+    return lambda: block(x["x"], x["positions"])
+
+
+def _block_learner(mod: Any, x: dict, dims: dict) -> Call:
+    m = load_module(lambda: mod.DecoderBlock(dims["d_model"], dims["H"], dims["H_kv"], dims["d_ff"]), x["weights"],
+                    x["x"].dtype, x["x"].device)
+    return lambda: m(x["x"], x["positions"])
+
+
+def _block_est(size: int, dims: dict, elem: int) -> int:
+    b, d, h, ff = dims["B"], dims["d_model"], dims["H"], dims["d_ff"]
+    return 12 * b * size * d * elem + 4 * b * size * ff * 4 + 3 * b * h * size * size * 4
+
+
+DECODER_BLOCK = Workload(
+    exercise="decoder_block",
+    size_name="sequence length T (positions 0..T-1, causal)",
+    size_label="T",
+    ladder_cpu=(128, 256, 512, 1024, 2048),
+    ladder_cuda=(1024, 2048, 4096, 8192, 16384),
+    dims_cpu={"B": 1, "d_model": 256, "H": 8, "H_kv": 2, "d_ff": 768},
+    dims_cuda={"B": 1, "d_model": 4096, "H": 32, "H_kv": 8, "d_ff": 14336},
+    expected_exponent=2.0,
+    expected_note="projections and the MLP ~T, attention ~T^2: the exponent approaches 2 as T grows",
+    build=_block_build,
+    reference=_block_reference,
+    learner=_block_learner,
+    est_bytes=_block_est,
+    tokens=lambda size, dims: dims["B"] * size,
+)
+
+
+# -- moe: a fixed batch of tokens through more and more experts -----------------------------
+
+
+def _moe_build(size: int, dims: dict, dtype: Any, device: Any, seed: int = 0) -> dict:
+    g = _gen(seed, device)
+    d, ff = dims["d_model"], dims["d_ff"]
+    shapes = {"router.weight": (size, d)}
+    for e in range(size):
+        shapes.update({f"experts.{e}.w_gate.weight": (ff, d), f"experts.{e}.w_up.weight": (ff, d),
+                       f"experts.{e}.w_down.weight": (d, ff)})
+    x = _randn(g, 1, dims["N"], d, dtype=dtype, device=device)
+    return {"x": x, "weights": _linear_weights(g, shapes, dtype, device)}
+
+
+def _moe_reference(ref: Any, impl: str, x: dict, dims: dict) -> Call:
+    w = x["weights"]
+    n_experts = w["router.weight"].shape[0]
+    experts = [tuple(w[f"experts.{e}.{n}.weight"] for n in ("w_gate", "w_up", "w_down")) for e in range(n_experts)]
+    norm = x.get("norm_topk_prob", True)
+    return lambda: ref.moe(x["x"], w["router.weight"], experts, dims["top_k"], norm, impl=impl)[0]
+
+
+def _moe_learner(mod: Any, x: dict, dims: dict) -> Call:
+    n_experts = x["weights"]["router.weight"].shape[0]
+    m = load_module(lambda: mod.MoE(dims["d_model"], dims["d_ff"], n_experts, dims["top_k"]), x["weights"],
+                    x["x"].dtype, x["x"].device)
+    return lambda: m(x["x"])[0]  # the output; the aux loss is computed (and timed) too
+
+
+def _moe_bytes(size: int, dims: dict, elem: int) -> int:
+    d, ff, n = dims["d_model"], dims["d_ff"], dims["N"]
+    return size * (3 * d * ff + d) * elem + 2 * n * d * elem
+
+
+MOE = Workload(
+    exercise="moe",
+    size_name="number of experts (N tokens, top_k and the expert size fixed)",
+    size_label="experts",
+    ladder_cpu=(4, 8, 16, 32, 64),
+    ladder_cuda=(8, 16, 32, 64, 128),
+    dims_cpu={"N": 256, "d_model": 128, "d_ff": 256, "top_k": 2},
+    dims_cuda={"N": 8192, "d_model": 2048, "d_ff": 1408, "top_k": 2},
+    expected_exponent=0.5,
+    expected_note="routed: each token runs top_k experts however many exist, so the expert FLOPs stay flat; the router "
+    "and one small matmul triple per expert grow with the count (~experts^0.5 measured on CPU); ~experts^1 means "
+    "every expert runs on every token",
+    build=_moe_build,
+    reference=_moe_reference,
+    learner=_moe_learner,
+    est_bytes=lambda size, dims, elem: _moe_bytes(size, dims, 4) + 6 * dims["N"] * dims["top_k"] * dims["d_ff"] * 4,
+    tokens=lambda size, dims: dims["N"],
+    bytes_moved=_moe_bytes,
 )
 
 

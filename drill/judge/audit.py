@@ -1,6 +1,6 @@
 """Advisory audits: what a correct solution costs, not whether it is correct.
 
-Two audits, each in two halves:
+Three audits, each in two halves:
 - the *measuring* half runs in the grader's child after the hidden tests, on
   the learner's own module (this file is loaded there by path, so it imports
   only the standard library and torch at module level);
@@ -30,6 +30,15 @@ lengths the step runs under a dispatch mode that counts matmul FLOPs (as
 torch.utils.flop_counter does, without importing torch._dynamo) and the rows
 multiplied by each projection's weight (so it works whether the learner
 calls self.k_proj(x) or F.linear(x, w)).
+
+moe_work — does every expert run on every token? The learner's layer routes
+a batch of tokens under the same FLOP and row counter, with every expert's
+three weights watched: the rows each expert's weights multiplied (the
+tokens it processed) and the matmul FLOPs of the whole forward, next to the
+routed minimum (each token through its top_k experts, plus the router).
+Weights gathered per token (torch.stack + indexing) are copies the row count
+cannot see; then the FLOPs alone are judged. Also reported: the
+NORM_TOPK_PROB the file declares, which the tests graded against.
 """
 
 from __future__ import annotations
@@ -337,7 +346,33 @@ def kv_work(config: dict, mod: Any, host: Any) -> dict:
     return {"lengths": lengths, "flops": flops, "rows": rows, "t_new": 1, "batch": 1}
 
 
-CHILD_AUDITS = {"gqa_memory": gqa_memory, "kv_work": kv_work}
+def moe_work(config: dict, mod: Any, host: Any) -> dict:
+    n, dm, dff, e, k = (config[key] for key in ("tokens", "d_model", "d_ff", "n_experts", "top_k"))
+    gen = torch.Generator().manual_seed(0)
+    module = getattr(mod, "MoE")(dm, dff, e, k)
+    watched = {"router": host.resolve_attr(module, "router.weight", "MoE")}
+    for i in range(e):
+        for part in ("w_gate", "w_up", "w_down"):
+            watched[f"{i}.{part}"] = host.resolve_attr(module, f"experts.{i}.{part}.weight", "MoE")
+    with torch.no_grad():
+        for w in watched.values():
+            w.copy_(torch.randn(w.shape, generator=gen) / math.sqrt(w.shape[1]))
+    x = torch.randn(1, n, dm, generator=gen)
+    with torch.no_grad():
+        with RowCounter(watched) as counter:
+            module(x)
+    declared = hasattr(mod, "NORM_TOPK_PROB")
+    value = getattr(mod, "NORM_TOPK_PROB", True)
+    return {
+        "config": {"tokens": n, "d_model": dm, "d_ff": dff, "n_experts": e, "top_k": k},
+        "flops": counter.flops,
+        "rows": [sum(counter.rows[f"{i}.{part}"] for part in ("w_gate", "w_up", "w_down")) for i in range(e)],
+        "norm_topk_prob": value if isinstance(value, bool) else None,
+        "declared": declared,
+    }
+
+
+CHILD_AUDITS = {"gqa_memory": gqa_memory, "kv_work": kv_work, "moe_work": moe_work}
 
 
 def run(config: dict, mod: Any, host: Any) -> dict:
@@ -409,7 +444,49 @@ def judge_kv_work(data: dict) -> tuple[list[str], list[str]]:
     return lines, notes
 
 
-PARENT_AUDITS = {"gqa_memory": judge_gqa_memory, "kv_work": judge_kv_work}
+MOE_DENSE_RATIO = 1.5  # FLOPs beyond this multiple of the routed minimum are reported
+
+
+def moe_minimum_flops(c: dict) -> int:
+    """Matmul FLOPs of a routed forward: the router, and each token through top_k experts (three matmuls)."""
+    return 2 * c["tokens"] * c["d_model"] * c["n_experts"] + 6 * c["tokens"] * c["top_k"] * c["d_model"] * c["d_ff"]
+
+
+def judge_moe_work(data: dict) -> tuple[list[str], list[str]]:
+    c = data["config"]
+    n, e, k = c["tokens"], c["n_experts"], c["top_k"]
+    flops, minimum = int(data["flops"]), moe_minimum_flops(c)
+    rows = [int(r) // 3 for r in data["rows"]]  # each expert's three weights see the same rows
+    norm = data.get("norm_topk_prob")
+    convention = f"NORM_TOPK_PROB = {norm}" + ("" if data.get("declared") else " (absent, the default)")
+    shape = f"{n} tokens, {e} experts, top_k={k}"
+    if flops == 0:
+        return [f"routing audit ({shape}, {convention}): could not measure (no matmul of the forward was seen)"], []
+    ratio = flops / minimum
+    lines = [f"routing audit ({shape}, graded with {convention}): {flops / 1e6:.2f} MFLOPs in matmuls, "
+             f"routed minimum {minimum / 1e6:.2f} MFLOPs ({ratio:.1f}x)"]
+    notes = []
+    seen = sum(rows)
+    if seen:
+        lines.append(f"experts processed {seen} token rows in all (routed: {n * k} = tokens x top_k)")
+    dense_flops = moe_minimum_flops({**c, "top_k": e})  # every token through every expert
+    dense = (bool(rows) and min(rows) >= n) or flops >= 0.9 * dense_flops
+    if dense:
+        what = f"{seen} token rows where routing needs {n * k}" if seen else f"FLOPs of {e} experts per token, not {k}"
+        notes.append(
+            f"every expert runs on every token ({e} experts x {n} tokens: {what}): "
+            f"{flops / 1e6:.2f} MFLOPs against the routed minimum of {minimum / 1e6:.2f} ({ratio:.1f}x); "
+            f"run each expert only on its tokens (torch.where(idx == e), or sort the (token, expert) pairs by expert)"
+        )
+    elif ratio > MOE_DENSE_RATIO:
+        notes.append(
+            f"the forward spends {flops / 1e6:.2f} MFLOPs in matmuls, {ratio:.1f}x the routed minimum of "
+            f"{minimum / 1e6:.2f}: some experts run on tokens not routed to them"
+        )
+    return lines, notes
+
+
+PARENT_AUDITS = {"gqa_memory": judge_gqa_memory, "kv_work": judge_kv_work, "moe_work": judge_moe_work}
 
 
 def measured(name: str, data: dict) -> bool:
@@ -420,6 +497,8 @@ def measured(name: str, data: dict) -> bool:
     if name == "kv_work":
         rows = data.get("rows", {})
         return any(data.get("flops", [])) and max(rows.get("k_proj", [0]) + rows.get("v_proj", [0])) > 0
+    if name == "moe_work":
+        return int(data.get("flops", 0)) > 0
     return True
 
 

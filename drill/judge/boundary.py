@@ -12,9 +12,7 @@ whole report unreadable, and the run ends as `crashed: unreadable report`:
 a report that is partly forged is not partly believed.
 
 Output tensors are read by the caller with `torch.load(weights_only=True)`
-after a size check (`MAX_OUTPUT_FILE_BYTES`); nothing is ever unpickled;
-`graded_output` then checks what was loaded (a dict of tensors holding the
-one output tensor, or each element of a tuple output).
+after a size check (`MAX_OUTPUT_FILE_BYTES`); nothing is ever unpickled.
 """
 
 from __future__ import annotations
@@ -180,29 +178,6 @@ def read_status(path: Path) -> list[dict[str, Any]]:
             raise Unreadable("a status record is not JSON") from exc
         records.append(validate_record(obj))
     return records
-
-
-MAX_SAVED_TENSORS = 256
-
-
-def graded_output(saved: Any, n_outputs: int) -> Any:
-    """What a case's output file holds, checked: a dict of str -> tensor, with "out" (one tensor) or
-    "out.0" .. "out.<n-1>" (the elements of a tuple output). Returns the tensor, or the tuple of elements;
-    TypeError/ValueError for anything else (the caller reports the case as crashed: unreadable output)."""
-    import torch
-
-    if not isinstance(saved, dict) or len(saved) > MAX_SAVED_TENSORS:
-        raise TypeError("not a dict of tensors")
-    if not all(isinstance(k, str) and len(k) <= 200 and isinstance(v, torch.Tensor) for k, v in saved.items()):
-        raise TypeError("not a dict of tensors")
-    if not n_outputs:
-        if not isinstance(saved.get("out"), torch.Tensor):
-            raise TypeError("not a tensor")
-        return saved["out"]
-    keys = [f"out.{i}" for i in range(n_outputs)]
-    if any(k not in saved for k in keys) or "out" in saved or f"out.{n_outputs}" in saved:
-        raise ValueError(f"not a tuple of {n_outputs} tensors")
-    return tuple(saved[k] for k in keys)
 
 
 def audit_data_ok(value: Any) -> bool:

@@ -156,40 +156,28 @@ def check_file(
     # Started before torch is imported here, so the two imports overlap.
     child = pool.child(limits, learner=path) if pool is not None else Child(limits, learner=path)
     try:
-        _one_thread()
         spec = registry.load_spec(name)
-        cases = spec.make_cases(seed)
-        for case in cases:
-            case.expected, case.expected_grads = spec.reference(case)
-        if in_model:
-            from drill.judge.inmodel import cases_for
+        from drill.judge.specs._common import one_thread
 
-            cases += cases_for(name, seed)  # expected answers computed there
-        job, tensors = _job(spec, cases, path)
-        if audit and spec.audit:
-            job["audit"] = dict(spec.audit)
-        child.send(job, tensors)
-        outcome = child.wait()
-        result.layers = _layers(policy, outcome, hardened)
-        _grade(result, spec, cases, child, outcome, strict, audit_wanted=bool(audit and spec.audit))
+        with one_thread():  # the parent's tensors are tiny: a busy OpenMP pool only adds waits (see one_thread)
+            cases = spec.make_cases(seed)
+            for case in cases:
+                case.expected, case.expected_grads = spec.reference(case)
+            if in_model:
+                from drill.judge.inmodel import cases_for
+
+                cases += cases_for(name, seed)  # expected answers computed there
+            job, tensors = _job(spec, cases, path)
+            if audit and spec.audit:
+                job["audit"] = dict(spec.audit)
+            child.send(job, tensors)
+            outcome = child.wait()
+            result.layers = _layers(policy, outcome, hardened)
+            _grade(result, spec, cases, child, outcome, strict, audit_wanted=bool(audit and spec.audit))
     finally:
         child.cleanup()
     result.elapsed_s = time.monotonic() - t0
     return result
-
-
-def _one_thread() -> None:
-    """One intra-op thread for the parent's work, as the child has: every tensor here is tiny.
-
-    With torch's default (one thread per core) each small op pays a thread
-    hand-off; measured on a loaded 2-core machine, the flash_attention bug
-    variants (hundreds of small float64 ops) ran 27x slower with 2 threads
-    than with 1. Process-wide, like torch's setting itself.
-    """
-    import torch
-
-    if torch.get_num_threads() != 1:
-        torch.set_num_threads(1)
 
 
 def _policy_refusal(source: str, path: Path) -> str:
@@ -257,8 +245,6 @@ def _job(spec: Any, cases: list, path: Path) -> tuple[dict[str, Any], dict[str, 
         }
         if case.extra:
             entry["extra"] = case.extra
-        if case.outputs:  # a tuple output: its element names (spec.Case.outputs)
-            entry["outputs"] = list(case.outputs)
         if case.module_attrs:  # module-level names the grader sets for this case (flash_attention's blocks)
             entry["module_attrs"] = dict(case.module_attrs)
         if case.repeat:  # a first call's inputs (spec.Case.repeat), run just before the graded call
@@ -269,10 +255,7 @@ def _job(spec: Any, cases: list, path: Path) -> tuple[dict[str, Any], dict[str, 
             entry["module_dtype"] = dtype_name(case.module_dtype) if case.module_dtype is not None else None
         if case.kind == "map":
             entry["rows"] = [list(r) for r in case.rows]
-        if case.wants_grads and case.outputs:  # one upstream per element, None where no gradient flows back
-            entry["upstream"] = [None if u is None else ref(f"{i}.upstream.{j}", u)["t"]
-                                 for j, u in enumerate(case.upstream)]
-        elif case.wants_grads:
+        if case.wants_grads:
             entry["upstream"] = ref(f"{i}.upstream", case.upstream)["t"]
         described.append(entry)
     job = {
@@ -388,26 +371,29 @@ def _prepare_refused(result: Result, spec: Any, cases: list, events: list, outco
     return True
 
 
-def _load_output(child: Any, i: int, case: Any) -> tuple[Any, dict]:
-    """(the graded output, every tensor saved) of a case: size-checked, loaded weights_only (never unpickled),
-    checked by the boundary (a dict of tensors holding the output's one tensor or each element of its tuple)."""
+def _load_output(child: Any, i: int) -> dict:
+    """The tensors a case saved: size-checked, loaded weights_only (never unpickled), a dict of tensors."""
     import torch
 
-    from drill.judge.boundary import MAX_OUTPUT_FILE_BYTES, graded_output
+    from drill.judge.boundary import MAX_OUTPUT_FILE_BYTES
 
     path = child.output_file(f"out_{i}.pt")
     if path.stat().st_size > MAX_OUTPUT_FILE_BYTES:
         raise ValueError("output file too large")
     saved = torch.load(path, weights_only=True, map_location="cpu")
-    return graded_output(saved, len(case.outputs)), saved
+    if not isinstance(saved, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in saved.items()):
+        raise TypeError("not a dict of tensors")
+    if not isinstance(saved.get("out"), torch.Tensor):
+        raise TypeError("not a tensor")
+    return saved
 
 
 def _evaluate(spec: Any, cases: list, child: Any, events: list) -> list:
     """Phase 3: every case compared: forward output, then gradients (CaseEval per case, in order)."""
     import torch
 
-    from drill.judge.compare import Comparison, compare, compare_outputs
-    from drill.judge.diagnose import CaseEval
+    from drill.judge.compare import Comparison, compare
+    from drill.judge.diagnose import CaseEval, again_check
     from drill.judge.inmodel_verdict import compare_tokens, is_token_case
 
     tol_of = _tolerance_of(spec)
@@ -424,10 +410,11 @@ def _evaluate(spec: Any, cases: list, child: Any, events: list) -> list:
         if status != "ok":
             continue
         try:
-            got, saved = _load_output(child, i, case)
+            saved = _load_output(child, i)
         except Exception as exc:  # noqa: BLE001 - anything unreadable is the learner's failure
             ev.status, ev.record = "crashed", {"message": f"unreadable output ({type(exc).__name__})"}
             continue
+        got = saved["out"]
         if case.derive is not None:  # a property check compares a quantity derived from the output
             got = case.derive(got)
         ev.got = got
@@ -436,8 +423,12 @@ def _evaluate(spec: Any, cases: list, child: Any, events: list) -> list:
         elif is_token_case(case):  # token ids: the first diverging step, never an error size
             ev.forward = compare_tokens(got, case.expected, int(case.args["ids"].shape[1]))
         else:
-            ev.forward = compare_outputs(got, case.expected, tol_of(case), names=case.outputs, care=case.care,
-                                         dtype=case.out_dtype, what=case.ctx.get("what", "output"))
+            ev.forward = compare(got, case.expected, tol_of(case), care=case.care, dtype=case.out_dtype,
+                                 what=case.ctx.get("what", "output"))
+        again = saved.get("again")  # a determinism probe's second output (specs/_common.twice_probes)
+        if isinstance(again, torch.Tensor) and case.derive is None:
+            ev.again = again
+            ev.forward = again_check(ev.forward, got, again, tol_of(case), case.care)
         if not (ev.forward.ok and case.wants_grads):
             continue
         flag = saved.get("__grad_error__")
@@ -449,7 +440,9 @@ def _evaluate(spec: Any, cases: list, child: Any, events: list) -> list:
             have = saved.get(key)
             label = key.replace("input:", "gradient of ").replace("param:", "gradient of ")
             if not isinstance(have, torch.Tensor):
-                ev.grads[key] = Comparison(False, "missing", f"{label} is missing (no gradient reached it)")
+                # autograd's None means zero: fine where the reference's gradient is zero too (moe: an unused expert)
+                zero = compare(torch.zeros_like(want), want, spec.tolerances["grad"], dtype=want.dtype, what=label)
+                ev.grads[key] = zero if zero.ok else Comparison(False, "missing", f"{label} is missing (no gradient reached it)")
             else:
                 ev.grads[key] = compare(have, want, spec.tolerances["grad"], dtype=want.dtype, what=label)
     return evals

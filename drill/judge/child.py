@@ -572,6 +572,21 @@ def trap_classes(names: list[str]) -> None:
 
 
 _STATUS_FD: list[int] = []
+def close_name(mod, name: str) -> str:
+    """' (did you mean `LayerNrom`?)' when the file defines a near miss of a graded name, else ''.
+
+    Compared case-insensitively with - and _ ignored, among the module's own
+    public names (imports excluded, so `torch` is never offered).
+    """
+    import difflib  # only on this error path
+
+    def key(n: str) -> str:
+        return n.lower().replace("_", "").replace("-", "")
+
+    own = [n for n, v in vars(mod).items() if not n.startswith("_") and getattr(v, "__module__", None) == mod.__name__]
+    by_key = {key(n): n for n in own}
+    close = difflib.get_close_matches(key(name), list(by_key), n=1, cutoff=0.75)
+    return f" (did you mean `{by_key[close[0]]}`?)" if close else ""
 
 
 def record(event: dict) -> None:
@@ -657,48 +672,6 @@ def run_case(mod, case: dict, tensors: dict) -> dict:
                 setattr(mod, name, value)
 
 
-def outputs_of(out, case: dict) -> list:
-    """The graded call's return value as a list of tensors: one, or a tuple's elements (`outputs`)."""
-    target, names = case["target"], case.get("outputs") or []
-    if not names:
-        if not isinstance(out, torch.Tensor):
-            raise ContractError("wrong_type", f"{target} returned {type_name(out)} instead of a tensor")
-        return [out]
-    want = f"a tuple ({', '.join(names)})"
-    if isinstance(out, torch.Tensor) or not isinstance(out, (tuple, list)):
-        raise ContractError("wrong_type", f"{target} returned {type_name(out)} instead of {want}")
-    if len(out) != len(names):
-        raise ContractError("wrong_type", f"{target} returned a {type_name(out)} of {len(out)} items instead of {want}")
-    for name, item in zip(names, out):
-        if not isinstance(item, torch.Tensor):
-            raise ContractError("wrong_type", f"{target} returned {name} as {type_name(item)} instead of a tensor")
-    return list(out)
-
-
-def saved_outputs(outs: list, case: dict) -> dict:
-    """What a case saves: {"out": t} for one tensor, {"out.0": t0, "out.1": t1, ...} for a tuple."""
-    if not case.get("outputs"):
-        return {"out": plain(outs[0])}
-    return {f"out.{i}": plain(t) for i, t in enumerate(outs)}
-
-
-def _backward(outs: list, ups: list) -> str | None:
-    """Backprop sum(out_i * up_i) over the elements that have an upstream; the error in words, or None."""
-    pairs = [(o, u) for o, u in zip(outs, ups) if u is not None]
-    if not any(o.requires_grad for o, _ in pairs):
-        return "the output is not connected to the inputs' autograd graph"
-    if any(tuple(o.shape) != tuple(u.shape) for o, u in pairs):
-        return "output shape differs, gradients not computed"
-    try:
-        loss = sum((o * u.to(o.dtype)).sum() for o, u in pairs if o.requires_grad)
-        loss.backward()  # = out.backward(up), minus a slow import
-    except ForbiddenOp:
-        raise
-    except Exception as exc:  # the learner's backward failed
-        return f"backward raised {type(exc).__name__}: {str(exc)[:200]}"
-    return None
-
-
 def _run_case(mod, case: dict, tensors: dict) -> dict:
     """Run one case; return the tensors to save. Raises on any learner failure."""
     if case["kind"] == "inmodel":
@@ -752,11 +725,26 @@ def _run_case(mod, case: dict, tensors: dict) -> dict:
     call = module if module is not None else fn
     if first is not None:
         call(*first)
-    outs = outputs_of(call(*args), case)
-    result = saved_outputs(outs, case)
+    out = call(*args)
+    if (case.get("extra") or {}).get("tuple"):
+        out = tuple_element(out, case["extra"]["tuple"], target)
+    if not isinstance(out, torch.Tensor):
+        raise ContractError("wrong_type", f"{target} returned {type_name(out)} instead of a tensor")
+    result = {"out": plain(out)}
     if case.get("upstream"):
-        keys = case["upstream"] if isinstance(case["upstream"], list) else [case["upstream"]]
-        grad_error = _backward(outs, [None if key is None else tensors[key] for key in keys])
+        up = tensors[case["upstream"]]
+        grad_error = None
+        if not out.requires_grad:
+            grad_error = "the output is not connected to the inputs' autograd graph"
+        elif tuple(out.shape) == tuple(up.shape):
+            try:
+                (out * up.to(out.dtype)).sum().backward()  # = out.backward(up), minus a slow import
+            except ForbiddenOp:
+                raise
+            except Exception as exc:  # the learner's backward failed
+                grad_error = f"backward raised {type(exc).__name__}: {str(exc)[:200]}"
+        else:
+            grad_error = "output shape differs, gradients not computed"
         if grad_error is None:
             for name, i in zip(case["arg_names"], range(len(args))):
                 if name in grad_names and args[i].grad is not None:
@@ -769,7 +757,33 @@ def _run_case(mod, case: dict, tensors: dict) -> dict:
         result["__grad_error__"] = torch.tensor([1 if grad_error else 0])
         if grad_error:
             record({"event": "grad_error", "case": case["index"], "message": grad_error})
+    # A determinism probe (extra "twice", specs/_common.twice_probe): after the graded call and its
+    # backward, the same function or module instance is called again on fresh copies of the same
+    # inputs; the parent compares the two outputs (dropout left active differs, a correct file cannot).
+    if (case.get("extra") or {}).get("twice"):
+        again = call(*[value(a) for a in case["args"]])
+        if case["extra"].get("tuple") and isinstance(again, (tuple, list)):  # the same element of the second call
+            again = tuple_element(again, case["extra"]["tuple"], target)
+        if isinstance(again, torch.Tensor):
+            result["again"] = plain(again)
     return result
+
+
+def tuple_element(result, spec: dict, target: str):
+    """The graded element of a call returning a tuple (moe's (out, aux)): `spec` = {"names": [...], "pick": i}.
+
+    Each such case grades one element (its gradients flow from that element
+    alone); the parent compares it like any single output and its message
+    names the element (the case's ctx["what"]).
+    """
+    names = [str(n) for n in spec["names"]]
+    if not isinstance(result, (tuple, list)) or len(result) != len(names):
+        raise ContractError("wrong_type", f"{target} returned {type_name(result)} instead of a tuple ({', '.join(names)})")
+    i = int(spec["pick"])
+    if not isinstance(result[i], torch.Tensor):
+        raise ContractError("wrong_type", f"{target} returned {names[i]} as {type_name(result[i])} instead of a tensor "
+                                          f"in the tuple ({', '.join(names)})")
+    return result[i]
 
 
 def classify(exc: BaseException) -> dict:
@@ -882,7 +896,8 @@ def serve(job: dict) -> None:
         _leave()
     missing = [name for name in job["graded"] if not hasattr(mod, name)]
     if missing:
-        record({"event": "load_error", "status": "missing_name", "message": f"{', '.join(missing)} not defined", "names": missing})
+        text = ", ".join(f"{name} not defined{close_name(mod, name)}" for name in missing)
+        record({"event": "load_error", "status": "missing_name", "message": text, "names": missing})
         _leave()
     record({"event": "loaded"})
     if job.get("report_attrs"):

@@ -33,9 +33,9 @@ CHECK_HELP = """Grade your implementation of an exercise with hidden tests.
 The exercise comes from the file name (attention.py) or --exercise. A folder
 grades every <exercise>.py in it, several at once, and ends with one summary
 table. Your code runs in a separate, limited process; expected outputs are
-computed here with the reference model. gqa and kv_cache also get an
-advisory audit (K/V memory; decode-step work), which fails only with
---strict. Exit code: 0 all passed, 1 a test failed or your code errored,
+computed here with the reference model. gqa, kv_cache and moe also get
+an advisory audit (K/V memory; decode-step work; expert FLOPs against the
+routed minimum), which fails only with --strict. Exit code: 0 all passed, 1 a test failed or your code errored,
 2 usage error, a file Python cannot decode, or an attempt the progress store
 could not save (the verdict is still shown, then one error line); with
 --watch: the last verdict's code after Ctrl-C, 130 if none was shown yet.
@@ -70,7 +70,7 @@ def register(app: typer.Typer) -> None:
         strict: bool = typer.Option(False, "--strict", help="Advisories fail the check too."),
         in_model: bool = typer.Option(False, "--in-model", help="Also run your component inside the reference decoder (logits + 16 greedy tokens); for "
         + ", ".join(IN_MODEL_EXERCISES) + "."),
-        no_audit: bool = typer.Option(False, "--no-audit", help="Skip the advisory memory/work audits (gqa, kv_cache)."),
+        no_audit: bool = typer.Option(False, "--no-audit", help="Skip the advisory memory/work audits (gqa, kv_cache, moe)."),
         watch_mode: bool = typer.Option(False, "--watch", help="Re-grade on every save until Ctrl-C."),
         jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Files graded at once (default: min(4, CPU cores)).", min=1),
     ) -> None:

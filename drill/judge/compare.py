@@ -157,61 +157,6 @@ def _all_finite_within(g: torch.Tensor, e: torch.Tensor, tol: Tolerance) -> Comp
     return Comparison(True, "", "", max_abs, max_rel)
 
 
-def compare_outputs(
-    got: Any,
-    expected: Any,
-    tol: Tolerance,
-    *,
-    names: tuple[str, ...] = (),
-    care: Any = None,
-    dtype: Any = None,
-    ignore: Any = None,
-    what: str = "output",
-    quick: bool = False,
-) -> Comparison:
-    """`compare` for one tensor, or element by element for a tuple output (`names`, spec.Case.outputs).
-
-    Each element is compared on its own with `care`/`dtype`/`ignore` taken
-    from the aligned tuples (None for none). The result is the first failing
-    element's Comparison, its message led by the element's name and ending
-    with the other elements that fail; when all agree, max_abs/max_rel are
-    the largest over the elements.
-    """
-    if not names:
-        return compare(got, expected, tol, care=care, dtype=dtype, ignore=ignore, what=what, quick=quick)
-    if not isinstance(got, (tuple, list)) or len(got) != len(names):
-        return Comparison(False, "shape", f"{what} is not a tuple ({', '.join(names)})")
-    results = []
-    for i, name in enumerate(names):
-        label = name if what == "output" else f"{what} {name}"
-        results.append(compare(got[i], expected[i], tol, care=_nth(care, i), dtype=_nth(dtype, i),
-                               ignore=_nth(ignore, i), what=label, quick=quick))
-        if quick and not results[-1].ok:
-            return results[-1]
-    failing = [(name, r) for name, r in zip(names, results) if not r.ok]
-    if not failing:
-        abs_errs = [r.max_abs for r in results if r.max_abs is not None]
-        rel_errs = [r.max_rel for r in results if r.max_rel is not None]
-        return Comparison(True, "", "", max(abs_errs, default=None), max(rel_errs, default=None))
-    first = failing[0][1]
-    if len(failing) > 1:
-        also = f" (also wrong: {', '.join(name for name, _ in failing[1:])})"
-        first.message += also
-        first.short = first.brief + also
-    return first
-
-
-def _nth(value: Any, i: int) -> Any:
-    return value[i] if isinstance(value, (tuple, list)) else value
-
-
-def shapes(value: Any) -> Any:
-    """The shape of a tensor, or the tuple of shapes of a tuple output (None for a missing element)."""
-    if isinstance(value, (tuple, list)):
-        return tuple(None if v is None else tuple(v.shape) for v in value)
-    return tuple(value.shape)
-
-
 def _same_nonfinite(g: torch.Tensor, e: torch.Tensor) -> torch.Tensor:
     both_nan = torch.isnan(g) & torch.isnan(e)
     same_inf = torch.isinf(g) & torch.isinf(e) & (torch.sign(g) == torch.sign(e))

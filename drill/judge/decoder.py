@@ -34,6 +34,22 @@ GRADED_PARTS = {
     "attention": ("attend",),
     "gqa": ("attend", "apply_rope"),
     "kv_cache": ("attend", "apply_rope"),
+    # The whole layer is the learner's: no attention, RoPE, MLP or block of the reference's is sent
+    # (RMSNorm stays, for the final norm after the last block).
+    "decoder_block": ("Block", "Attention", "attend", "apply_rope", "SwiGLU"),
+}
+
+# The decoder_block exercise's attribute paths -> the reference layer's (Hugging Face Llama) names.
+BLOCK_PATHS = {
+    "attn.q_proj.weight": "self_attn.q_proj.weight",
+    "attn.k_proj.weight": "self_attn.k_proj.weight",
+    "attn.v_proj.weight": "self_attn.v_proj.weight",
+    "attn.o_proj.weight": "self_attn.o_proj.weight",
+    "mlp.w_gate.weight": "mlp.gate_proj.weight",
+    "mlp.w_up.weight": "mlp.up_proj.weight",
+    "mlp.w_down.weight": "mlp.down_proj.weight",
+    "attn_norm.weight": "input_layernorm.weight",
+    "mlp_norm.weight": "post_attention_layernorm.weight",
 }
 
 
@@ -223,6 +239,51 @@ class Block(nn.Module):
         return h + self.mlp(self.post_attention_layernorm(h))
 
 
+class BlockSlot(nn.Module):
+    """A cut decoder layer: the reference's parameter names, until the learner's DecoderBlock replaces it."""
+
+    def __init__(self, c: dict) -> None:
+        super().__init__()
+        d, f = c["hidden_size"], c["intermediate_size"]
+        self.self_attn = Slot(**_attention_linears(c))
+        self.mlp = Slot(gate_proj=(d, f), up_proj=(d, f), down_proj=(f, d))
+        self.input_layernorm, self.post_attention_layernorm = NormSlot(d), NormSlot(d)
+
+    def forward(self, *args: Any) -> Any:
+        raise RuntimeError("the graded component was not swapped in")
+
+
+class WholeBlock(nn.Module):
+    """A decoder_block-exercise module (forward(x, positions)) as a decoder layer; no cache: re-run the sequence."""
+
+    def __init__(self, inner: nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x: torch.Tensor, positions: torch.Tensor, cache: Any = None) -> torch.Tensor:
+        if cache is not None:
+            raise RuntimeError("a DecoderBlock has no cache: generate by re-running the sequence")
+        return self.inner(x, positions)
+
+
+def copy_by_paths(src: nn.Module, dst: nn.Module, paths: dict[str, str]) -> None:
+    """dst's parameter at each key of `paths` gets src's at its value (attribute paths); ValueError on a mismatch."""
+
+    def get(module: nn.Module, path: str) -> torch.Tensor:
+        for part in path.split("."):
+            if not hasattr(module, part):
+                raise ValueError(f"{type(dst).__name__} has no `{path}` (the contract's attribute path)")
+            module = getattr(module, part)
+        return module
+
+    with torch.no_grad():
+        for mine, theirs in paths.items():
+            p, want = get(dst, mine), get(src, theirs)
+            if tuple(p.shape) != tuple(want.shape):
+                raise ValueError(f"{mine}: shape {tuple(p.shape)} != reference {tuple(want.shape)}")
+            p.copy_(want)
+
+
 class Backbone(nn.Module):
     def __init__(self, embed: nn.Embedding, layers: list, norm: nn.Module) -> None:
         super().__init__()
@@ -277,7 +338,10 @@ class Decoder(nn.Module):
                 return Slot(**_attention_linears(c))
             return Attention(c, convention)
 
-        layers = [Block(attention(), mlp(), norm(), norm()) for _ in range(n)]
+        if "Block" in cut:
+            layers = [BlockSlot(c) for _ in range(n)]
+        else:
+            layers = [Block(attention(), mlp(), norm(), norm()) for _ in range(n)]
         self.model = Backbone(nn.Embedding(c["vocab_size"], d), layers, norm())
         self.lm_head = nn.Linear(d, c["vocab_size"], bias=False)
 
@@ -308,6 +372,13 @@ class Decoder(nn.Module):
                 copy_weights(slot, layer.self_attn.inner)
             elif exercise == "kv_cache":
                 replace(layer, "self_attn", PastKVAttention(mod.CachedSelfAttention(d, h, h_kv, c["rope_theta"])))
+        if exercise == "decoder_block":
+            layers = self.model.layers
+            for i, slot in enumerate(list(layers)):
+                block = mod.DecoderBlock(d, h, h_kv, c["intermediate_size"], c["rms_norm_eps"], c["rope_theta"])
+                block = block.to(device=ref.device, dtype=ref.dtype)
+                copy_by_paths(slot, block, BLOCK_PATHS)
+                layers[i] = WholeBlock(block)
         if exercise == "rmsnorm":
             replace(self.model, "norm", mod.RMSNorm(d, c["rms_norm_eps"]))
 

@@ -25,8 +25,11 @@ beats the runner-up by a clear margin at every step.
 
 gqa has no RoPE and no cache in its contract: its decoder uses attention
 without positions (`NoRopeAttention`) and generates by re-running the whole
-sequence each step. rope follows the file's CONVENTION: the parent computes
-both conventions' answers and the rope spec's `prepare` keeps the declared one.
+sequence each step; so does decoder_block (its block takes positions but no
+cache), swapped in as every layer. rope, kv_cache and decoder_block follow the
+file's CONVENTION: the parent computes both conventions' answers and the spec's
+`prepare` keeps the declared one (kv_cache's and decoder_block's modules do their
+own RoPE, so the child's decoder needs no change for them).
 """
 
 from __future__ import annotations
@@ -37,6 +40,10 @@ import torch
 from torch import nn
 
 KIND = "inmodel"
+# Exercises whose file declares a RoPE CONVENTION: both answers are computed, the spec's `prepare` keeps one.
+CONVENTION_EXERCISES = ("rope", "kv_cache", "decoder_block")
+# Components without a cache in their contract: generation re-runs the whole sequence each step.
+UNCACHED = ("gqa", "decoder_block")
 NEW_TOKENS = 16
 LOGIT_GAIN = 8.0
 MARGIN = 1e-2  # minimum top-1 minus top-2 logit at every greedy step of the reference
@@ -132,7 +139,7 @@ def cases_for(exercise: str, seed: int) -> list:
         from drill.errors import UserError
 
         raise UserError(f"--in-model is available for {', '.join(in_model_names())}, not {exercise}")
-    conventions = ("half", "interleaved") if exercise == "rope" else ("half",)
+    conventions = ("half", "interleaved") if exercise in CONVENTION_EXERCISES else ("half",)
     gen = torch.Generator().manual_seed(seed)
     models = {}
     for conv in conventions:
@@ -144,7 +151,7 @@ def cases_for(exercise: str, seed: int) -> list:
     state = {k: v.detach().clone() for k, v in models["half"].state_dict().items()}
     for m in models.values():
         m.load_state_dict(state)
-    cached = exercise != "gqa"
+    cached = exercise not in UNCACHED
     answers = {}
     for _attempt in range(20):
         ids = torch.randint(0, CONFIG["vocab_size"], (2, 7), generator=gen)

@@ -66,6 +66,9 @@ class Bug:
     # consistency rule still applies to every case, so a fit can only name a mistake whose
     # every failing case is reproduced exactly by one member of the family.
     fit: bool = False
+    # A composed variant, two mistakes at once (e.g. K/V tiled *and* no scale): the id of the second one. It is
+    # named like any variant (the first mistake, the one showing on more tests) and the verdict says two are present.
+    also: str = ""
 
 
 @dataclass
@@ -79,15 +82,6 @@ class Case:
     `care` (bool, output-shaped, optional): False marks elements whose value
     is free (only finiteness is required), e.g. fully masked attention rows.
     `ctx` carries whatever the spec's reference and bug functions need.
-
-    Tuple outputs: `outputs` names the elements of a tuple the graded call
-    returns, in order (flash_attention's ("out", "lse"), moe's ("out",
-    "aux")); empty means one tensor. With names, `expected` and `out_dtype`
-    are tuples in that order, `care` is None or a tuple (None per element
-    allowed), `upstream` is None or a tuple (None for an element no gradient
-    flows back from), and each element is compared on its own; a failure
-    names the element. A bug variant then returns a tuple of per-element
-    productions, each a tensor, (tensor, unknown) or None (= as expected).
     """
 
     name: str
@@ -115,8 +109,6 @@ class Case:
     # Parent-side: turn the learner's output into what `expected` describes (a property check,
     # e.g. per-vector norms); compared instead of the raw output. Never sent to the child.
     derive: Callable[[Any], Any] | None = None
-    # Names of a tuple output's elements (see the class docstring); () for a single tensor.
-    outputs: tuple[str, ...] = ()
     # Module-level names of the learner's file set to these values (JSON scalars) just before
     # this case runs and restored after it (flash_attention's BLOCK_Q / BLOCK_K chosen by the grader).
     module_attrs: dict[str, Any] = field(default_factory=dict)
@@ -186,6 +178,9 @@ class Spec:
     prepare: Callable[[list[Case], dict[str, Any]], Any] | None = None
     # Advisory audit run in the child after the cases (see drill/judge/audit.py): {"name": ..., config}.
     audit: dict[str, Any] | None = None
+    # (argument name, Diagnosis): an optional argument some cases leave out (attention's mask). When every
+    # case without it raises and no case with it does, the code does not handle its absence (mask=None).
+    absent_arg_bugs: Sequence[tuple[str, Diagnosis]] = ()
 
 
 # The forbidden-op sets of exercises/README.md (the exercise contract), shared by the specs that use them.
@@ -207,6 +202,22 @@ FORBIDDEN_ATTENTION = (
 FORBIDDEN_ATTENTION_CLASSES = ("torch.nn.MultiheadAttention",)
 FORBIDDEN_NORM = ("rms_norm", "_fused_rms_norm", "layer_norm", "native_layer_norm")
 FORBIDDEN_NORM_CLASSES = ("torch.nn.RMSNorm", "torch.nn.LayerNorm")
+# layernorm: the norm set plus group norm, which is LayerNorm over one group (measured on torch
+# 2.13 CPU: F.group_norm reaches aten.native_group_norm; F.layer_norm, torch.layer_norm and
+# nn.LayerNorm all reach aten.native_layer_norm).
+FORBIDDEN_LAYER_NORM = (*FORBIDDEN_NORM, "group_norm", "native_group_norm")
+FORBIDDEN_LAYER_NORM_CLASSES = (*FORBIDDEN_NORM_CLASSES, "torch.nn.GroupNorm")
+# cross_entropy: the loss and every ready-made log-softmax or logsumexp. Measured on torch 2.13
+# CPU: F.cross_entropy (and nn.CrossEntropyLoss, torch._C._nn.cross_entropy_loss) reaches the
+# function mode as cross_entropy / cross_entropy_loss and dispatches to aten._log_softmax then
+# aten.nll_loss_forward (aten.nll_loss2d_forward for a (N, C, d) input); F.nll_loss reaches
+# nll_loss_forward; F.log_softmax, Tensor.log_softmax and nn.LogSoftmax reach the mode as
+# log_softmax, torch.special.log_softmax as special_log_softmax, all dispatching to
+# aten._log_softmax; torch.logsumexp and Tensor.logsumexp reach it as logsumexp,
+# torch.special.logsumexp as special_logsumexp, all dispatching to aten.logsumexp (which
+# torch.distributions.Categorical uses too).
+FORBIDDEN_CROSS_ENTROPY = ("cross_entropy", "cross_entropy_loss", "nll_loss*", "*log_softmax", "*logsumexp")
+FORBIDDEN_CROSS_ENTROPY_CLASSES = ("torch.nn.CrossEntropyLoss", "torch.nn.NLLLoss", "torch.nn.LogSoftmax")
 # Autograd in every form (rmsnorm_backward): dotted paths, replaced by tripwires in the child
 # (child.block_paths), and the aten ops of forward-mode AD. Every reverse-mode path (torch.autograd.grad
 # and .backward, Tensor.backward, torch.autograd.functional, torch.func's grad/vjp/jacrev/hessian,

@@ -2,7 +2,8 @@
 
 Modules: clock (injectable time), reader (line input with a deadline), plan
 (what to ask, which exercise, where the file goes), live (the countdown on a
-terminal), rounds (concept and coding rounds), report (scoring, report card,
-history), interrupted (mocks whose process died) and run (the whole session
-as one function the CLI calls).
+terminal), context (what both rounds share), concept and coding (the two
+rounds), report (scoring, report card, history), interrupted (mocks whose
+process died), run (the whole session as one function) and commands (the
+`drill mock` command).
 """

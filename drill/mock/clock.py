@@ -87,3 +87,8 @@ def duration(seconds: float) -> str:
     """A time taken, rounded to the nearest second (1:05)."""
     minutes, secs = divmod(int(round(max(0.0, seconds))), 60)
     return f"{minutes}:{secs:02d}"
+
+
+def budget_left(seconds: float) -> str:
+    """What is left of a question's budget: '1:20 of budget', or 'over budget by 0:10'."""
+    return f"{mmss(seconds)} of budget" if seconds > 0 else f"over budget by {mmss(-seconds)}"

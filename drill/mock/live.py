@@ -20,7 +20,7 @@ from contextlib import contextmanager
 
 from rich.console import Console
 
-from drill.mock.clock import Countdown, mmss
+from drill.mock.clock import Countdown, budget_left, mmss
 
 ESC = "\x1b"
 
@@ -31,6 +31,7 @@ class LiveStatus:
         self.countdown: Countdown | None = None
         self.title = ""
         self.phase = ""
+        self.budget_until: float | None = None  # monotonic end of the question's budget, shown ticking
         self._shown = ""
         self._size = (0, 0)
         self._lock = threading.Lock()
@@ -50,8 +51,8 @@ class LiveStatus:
         self._write(f"{ESC}[2;1H")
         self.tick()
 
-    def set_phase(self, phase: str) -> None:
-        self.phase = phase
+    def set_phase(self, phase: str, budget_until: float | None = None) -> None:
+        self.phase, self.budget_until = phase, budget_until
         self.tick()
 
     def tick(self) -> None:
@@ -61,13 +62,23 @@ class LiveStatus:
         with self._lock:
             self._fence()
             remaining = self.countdown.remaining()
-            text = f" ⏱  {mmss(remaining)} left · {self.title}" + (f" · {self.phase}" if self.phase else "")
+            text = self.status_text()
             if text == self._shown:
                 return
             self._shown = text
             width = self._size[0]
             style = "7;1" if remaining > 60 else "41;1"  # reverse video; red in the last minute
             self._write(f"{ESC}7{ESC}[1;1H{ESC}[2K{ESC}[{style}m{text[:width - 1].ljust(width - 1)}{ESC}[0m{ESC}8")
+
+    def status_text(self) -> str:
+        """' ⏱  2:46 left · drill mock #3 · round 1: question 2/6 · 1:12 of budget', as of now."""
+        assert self.countdown is not None
+        text = f" ⏱  {mmss(self.countdown.remaining())} left · {self.title}"
+        if self.phase:
+            text += f" · {self.phase}"
+        if self.budget_until is not None:
+            text += f" · {budget_left(self.budget_until - self.countdown.clock.monotonic())}"
+        return text
 
     @contextmanager
     def ticking(self, every: float = 0.5) -> Iterator[None]:

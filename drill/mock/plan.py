@@ -9,7 +9,6 @@ input; it is all plain functions over the bank and the store.
 
 from __future__ import annotations
 
-import math
 import os
 import random
 from collections import defaultdict
@@ -19,19 +18,25 @@ from datetime import datetime
 from pathlib import Path
 
 from drill.errors import UserError
-from drill.quiz.schedule import AGAIN, HARD
+from drill.quiz import kinds
+from drill.quiz.schedule import AGAIN, HARD, parse_time
 from drill.quiz.schema import Question
-from drill.store import Review
+from drill.store import Attempt, Review
 
-# Seconds an interviewer would give each kind of question before moving on.
-KIND_BUDGET_S = {"choice": 90.0, "numeric": 120.0, "parametric": 150.0, "recall": 180.0}
 # The concept round gets at most this share of the mock; the rest is for coding.
 CONCEPT_SHARE = 0.4
+# ...and never the last CODING_MIN_S: one grading can take up to a minute (the grader's
+# default time limit for the learner's code), plus a minute to edit the file before it.
+CODING_MIN_S = 120.0
 MIN_BUDGET_S = 20.0
 
 
 def topic_weakness(reviews: Iterable[Review]) -> dict[str, float]:
-    """Topic -> share of recent answers that went wrong (Again = 1, Hard = 0.5).
+    """Topic -> share of recent answers that went wrong (Again = 1, Hard = 0.5): a sampling weight.
+
+    Only what `pick_questions` draws by: every topic needs a weight, even one never
+    answered. The "weakest topics" the learner is told about are ranked elsewhere, by one
+    rule (drill.quiz.stats.weakest_topics), in `drill stats` and on the mock's card alike.
 
     Smoothed with one right and one wrong pseudo-answer, so a topic with no
     history sits at 0.5 and a single bad answer does not dominate. Only each
@@ -89,19 +94,49 @@ def pick_questions(
     return chosen
 
 
-def budgets(questions: list[Question], minutes: float) -> list[float]:
-    """Soft seconds per question: the kind's usual time, squeezed into the concept share."""
-    natural = [KIND_BUDGET_S.get(q.kind, 120.0) for q in questions]
-    total = sum(natural)
-    cap = minutes * 60.0 * CONCEPT_SHARE
-    scale = min(1.0, cap / total) if total else 1.0
-    return [max(MIN_BUDGET_S, s * scale) for s in natural]
+def concept_seconds(minutes: float) -> float:
+    """Seconds the concept round may plan for: CONCEPT_SHARE of the mock, never CODING_MIN_S of it."""
+    total = minutes * 60.0
+    return max(0.0, min(total * CONCEPT_SHARE, total - CODING_MIN_S))
+
+
+def fit_questions(questions: list[Question], minutes: float) -> tuple[list[Question], list[float]]:
+    """The questions that fit the concept round, and their soft budgets in seconds.
+
+    Each gets its kind's usual time, squeezed (all alike) into `concept_seconds`;
+    while that would leave one under MIN_BUDGET_S, the last drawn is left out. So
+    the budgets never add up to more than the concept round's share, and a short
+    mock keeps its coding round (a 3-minute mock: 2 questions of 30 s, 2:00 to code).
+    """
+    cap = concept_seconds(minutes)
+    kept = list(questions)
+    while kept:
+        natural = [kinds.get(q.kind).budget_s for q in kept]
+        scale = min(1.0, cap / sum(natural))
+        if min(natural) * scale >= MIN_BUDGET_S:
+            return kept, [s * scale for s in natural]
+        kept.pop()
+    return [], []
+
+
+def time_rule() -> str:
+    """How a mock's time is split, as the brief and --help state it."""
+    return (f"The concept round gets at most {CONCEPT_SHARE:.0%} of the mock and never its last "
+            f"{CODING_MIN_S / 60:g} minutes, so the coding round always has time to grade your file at least once "
+            f"(a grading can take up to a minute); questions that do not fit at {MIN_BUDGET_S:g} s each are left out.")
+
+
+@dataclass(frozen=True)
+class ExerciseChoice:
+    name: str
+    why: str = ""  # "" when the learner named it with --exercise
 
 
 def choose_exercise(
-    requested: str | None, available: list[str], best: dict[str, str], rng: random.Random
-) -> str:
-    """--exercise if given (must be gradable), else a random one not yet passed (any, if all are)."""
+    requested: str | None, available: list[str], attempts: Iterable[Attempt], rng: random.Random
+) -> ExerciseChoice:
+    """--exercise if given (must be gradable), else a random one not passed yet; when every one
+    is passed, the one whose last pass is oldest (the likeliest to have faded), saying so."""
     if not available:
         raise UserError("no gradable exercise is installed; the coding round needs one")
     if requested is not None:
@@ -110,9 +145,18 @@ def choose_exercise(
 
             raise UserError(f"unknown exercise '{requested}'{did_you_mean(requested, available)}; "
                             f"choose from {', '.join(available)}", "--exercise")
-        return requested
-    not_passed = [name for name in available if best.get(name) != "pass"]
-    return rng.choice(not_passed or available)
+        return ExerciseChoice(requested)
+    last_pass: dict[str, datetime] = {}
+    for attempt in attempts:
+        if attempt.status == "pass" and attempt.exercise in available:
+            when = parse_time(attempt.attempted_at)
+            last_pass[attempt.exercise] = max(when, last_pass.get(attempt.exercise, when))
+    not_passed = [name for name in available if name not in last_pass]
+    if not_passed:
+        return ExerciseChoice(rng.choice(not_passed), "not passed yet")
+    name = min(available, key=lambda n: (last_pass[n], n))
+    return ExerciseChoice(name, f"every exercise is passed: practising the one you passed longest ago, "
+                                f"on {last_pass[name].astimezone():%Y-%m-%d}")
 
 
 def gradable_exercises() -> list[str]:
@@ -176,9 +220,3 @@ def write_starter(coding: CodingFile, starter: Path) -> None:
         os.replace(tmp, coding.path)
     except OSError as exc:
         raise UserError(f"cannot write the exercise file: {exc.strerror or exc}", str(coding.path)) from exc
-
-
-def rank_weak_topics(weakness: dict[str, float], limit: int = 3) -> list[str]:
-    """The weakest topics first (ties: alphabetical, for stable reports)."""
-    ordered = sorted(weakness.items(), key=lambda item: (-item[1], item[0]))
-    return [topic for topic, score in ordered[:limit] if score > 0.0 and not math.isnan(score)]

@@ -9,8 +9,10 @@ time) and a pipe (tests, scripted runs); a stream without a file descriptor
 (Typer's CliRunner) falls back to plain `readline`, with the deadline checked
 before and after.
 
-Every prompt starts with the time left, so the countdown is on screen in
-every line the learner answers.
+Without a live status line (a pipe, a dumb terminal) every prompt starts
+with the time left, so the countdown is on screen in every line the learner
+answers. With one (drill.mock.live) prompts carry no time at all: a printed
+"[3:00 left]" would go stale under a status line that ticks on to 2:46.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import os
 import select
 import sys
 from collections.abc import Callable, Iterable
-from typing import IO, Protocol, Union
+from typing import IO, Protocol
 
 from rich.console import Console
 from rich.text import Text
@@ -40,9 +42,11 @@ class DeadlineReader(Protocol):
         """Show `prompt`, return one line; raise TimeUp, EndOfInput or KeyboardInterrupt."""
 
 
-def prompt_text(prompt: str, countdown: Countdown) -> Text:
+def prompt_text(prompt: str, countdown: Countdown, clock: bool = True) -> Text:
+    """The prompt, led by the time left when `clock` (no live status line to show it instead)."""
     text = Text()
-    text.append(f"[{mmss(countdown.remaining())} left] ", style="bold yellow")
+    if clock:
+        text.append(f"[{mmss(countdown.remaining())} left] ", style="bold yellow")
     text.append(prompt + " ", style="bold cyan")
     return text
 
@@ -53,6 +57,7 @@ def stream_reader(
     *,
     tick: float = 0.25,
     on_tick: Callable[[], None] | None = None,
+    clock_in_prompt: bool = True,
 ) -> DeadlineReader:
     """Read lines from `stream` (default stdin) until the countdown runs out."""
     source = stream if stream is not None else sys.stdin
@@ -68,7 +73,7 @@ def stream_reader(
     pending = bytearray()
 
     def show(prompt: str, countdown: Countdown) -> None:
-        console.print(prompt_text(prompt, countdown), end="")
+        console.print(prompt_text(prompt, countdown, clock_in_prompt), end="")
         console.file.flush()
 
     def finish(raw: bytes | str) -> str:
@@ -139,7 +144,7 @@ def _drop_typeahead(fd: int, interactive: bool) -> None:
 # A scripted step: a line, (seconds spent before answering, line), or a callable
 # producing the line (run just before answering: tests copy a solution in there).
 # A line of None means end of input; "^C" raises KeyboardInterrupt.
-Step = Union[str, None, tuple[float, Union[str, None]], Callable[[], Union[str, None]]]
+Step = str | None | tuple[float, str | None] | Callable[[], str | None]
 INTERRUPT = "^C"
 
 
@@ -150,17 +155,19 @@ class ScriptedReader:
     reader does; `prompts` keeps every prompt shown, for assertions.
     """
 
-    def __init__(self, console: Console, clock: FakeClock, steps: Iterable[Step]) -> None:
+    def __init__(self, console: Console, clock: FakeClock, steps: Iterable[Step], *,
+                 clock_in_prompt: bool = True) -> None:
         self.console = console
         self.clock = clock
         self.steps = list(steps)
+        self.clock_in_prompt = clock_in_prompt
         self.prompts: list[str] = []
 
     def __call__(self, prompt: str, countdown: Countdown) -> str:
         if countdown.expired():
             raise TimeUp
         self.prompts.append(prompt)
-        self.console.print(prompt_text(prompt, countdown), end="")
+        self.console.print(prompt_text(prompt, countdown, self.clock_in_prompt), end="")
         if not self.steps:
             self.console.print()
             raise EndOfInput

@@ -25,13 +25,16 @@ from rich.table import Table
 from rich.text import Text
 
 from drill.mock.clock import duration, mmss
-from drill.mock.plan import rank_weak_topics
-from drill.mock.rounds import MIN_SEEN_S, CodingRound, ConceptRound, coding_credit
+from drill.mock.coding import CodingRound, coding_credit
+from drill.mock.concept import MIN_SEEN_S, ConceptRound
+from drill.quiz import kinds
 from drill.quiz.schedule import RATING_NAMES
+from drill.quiz.stats import WEAKEST_RULE
 
 # 2: weak_topics is this mock's alone, history_weak_topics the reviews before it,
 # to_review only questions that were shown, no score for an abandoned mock.
-REPORT_VERSION = 2
+# 3: history_weak_topics ranked as `drill stats` ranks them (drill.quiz.stats.weakest_topics).
+REPORT_VERSION = 3
 CONCEPT_WEIGHT = 0.4  # of the overall score; the coding round carries the rest
 OUTCOME_MARK = {"right": "✓ right", "partial": "~ partial", "wrong": "✗ wrong", "skipped": "– skipped",
                 "timeout": "✗ time ran out", "missed": "✗ not answered"}
@@ -43,7 +46,7 @@ SCORED_STATUSES = ("completed", "expired")
 
 
 def coding_score(submission: dict[str, Any] | None) -> float:
-    """Credit (0..1) of one stored submission; see drill.mock.rounds.coding_credit."""
+    """Credit (0..1) of one stored submission; see drill.mock.coding.coding_credit."""
     if not submission:
         return 0.0
     return coding_credit(submission.get("status", ""), submission.get("passed") or 0, submission.get("total") or 0)
@@ -67,10 +70,14 @@ def build_report(
     concept: ConceptRound | None,
     coding: CodingRound | None,
     exercise: str,
-    history_weakness: dict[str, float],
+    history_weak: list[str],
     error: str | None = None,
 ) -> dict[str, Any]:
-    """Everything the report card shows, as JSON-ready data."""
+    """Everything the report card shows, as JSON-ready data.
+
+    `history_weak` is drill.quiz.stats.weakest_topics of the reviews before this mock (the
+    rule `drill stats` shows); this mock's own weak topics are ranked from its answers here.
+    """
     questions = [dict(r.__dict__) for r in concept.results] if concept else []
     submissions = [s.to_dict() for s in coding.submissions] if coding else []
     final = submissions[-1] if submissions else None
@@ -81,7 +88,6 @@ def build_report(
     else:
         overall = CONCEPT_WEIGHT * concept_pct + (1 - CONCEPT_WEIGHT) * coding_pct
     weak = _mock_weak_topics(questions)
-    history_weak = rank_weak_topics({t: w for t, w in history_weakness.items() if w >= 0.5})
     # A question never shown is nothing to review; one shown and not answered right is.
     to_review = [q["id"] for q in questions if q["outcome"] != "right" and q["seconds"] is not None]
     return {
@@ -103,7 +109,7 @@ def build_report(
         },
         "score": _round(overall) if status in SCORED_STATUSES else None,
         "weak_topics": weak,  # from this mock's answers only
-        "history_weak_topics": history_weak,  # from the reviews before this mock
+        "history_weak_topics": list(history_weak),  # from the reviews before this mock
         "to_review": to_review,
         # what `drill quiz --topic` is suggested for: exactly one of the two lists above
         "review_topics": weak or history_weak,
@@ -127,7 +133,9 @@ def _mock_weak_topics(questions: list[dict[str, Any]]) -> list[str]:
     for q in questions:
         if q["outcome"] != "missed":
             lost[q["topic"]].append(1.0 - _points(q))
-    return rank_weak_topics({topic: sum(vals) / len(vals) for topic, vals in lost.items()})
+    shares = {topic: sum(vals) / len(vals) for topic, vals in lost.items()}
+    ordered = sorted(shares.items(), key=lambda item: (-item[1], item[0]))  # ties: alphabetical, for stable reports
+    return [topic for topic, share in ordered[:3] if share > 0.0]
 
 
 # -- rendering -------------------------------------------------------------
@@ -153,22 +161,7 @@ def render_report(console: Console, report: dict[str, Any]) -> None:
         if report["status"] not in SCORED_STATUSES:  # unreached questions say nothing about you
             score = "nothing answered" if score == "—" else f"{score} answered"
         console.print(Text(f"Concept round: {score}", style="bold"))
-        # Only the question id may wrap (folded at any character: ids have no spaces); the
-        # short columns never do, so the table stays readable down to ~60 columns.
-        table = Table(box=None, padding=(0, 1), show_edge=False)
-        for column in ("#", "question", "topic · kind", "result", "time/budget"):
-            wraps = column == "question"
-            table.add_column(column, no_wrap=not wraps, overflow="fold" if wraps else "ellipsis",
-                             ratio=1 if wraps else None, min_width=12 if wraps else None)
-        for i, q in enumerate(questions, 1):
-            result = OUTCOME_MARK.get(q["outcome"], q["outcome"])
-            if q["rating"] is not None and q["kind"] == "recall":
-                result += f" ({RATING_NAMES[q['rating']]})"
-            spent = "—" if q["seconds"] is None else duration(q["seconds"])
-            over = q["seconds"] is not None and q["seconds"] > q["budget_s"]
-            table.add_row(str(i), q["id"], f"{q['topic']} · {q['kind']}", result,
-                          Text(f"{spent} / {mmss(q['budget_s'])}", style="yellow" if over else ""))
-        console.print(table)
+        console.print(_concept_table(console, questions))
         outcomes = {q["outcome"] for q in questions}
         if "timeout" in outcomes:
             console.print(Text(f"  time ran out = on screen {MIN_SEEN_S:g} s or more when the clock stopped: "
@@ -189,6 +182,53 @@ def render_report(console: Console, report: dict[str, Any]) -> None:
         console.print(Text("  nothing missed — try a longer mock or another exercise (--exercise)", style="green"))
 
 
+CONCEPT_COLUMNS = ("#", "question", "topic · kind", "result", "time/budget")
+
+
+def _concept_table(console: Console, questions: list[dict[str, Any]]) -> Table:
+    """The concept round's table, in the widest layout that fits without breaking an identifier.
+
+    One line per question where it fits; else each question's topic and kind go under its id
+    (two lines a row, so an id of 30+ characters still fits at 80 columns); only a screen
+    narrower than an id plus the result columns folds the id, the one cell that may break.
+    """
+    rows = [(str(number), *_concept_cells(q)) for number, q in enumerate(questions, 1)]
+
+    def build(stacked: bool, fold: bool = False) -> Table:
+        table = Table(box=None, padding=(0, 1), show_edge=False)
+        for column in CONCEPT_COLUMNS:
+            if stacked and column == "topic · kind":
+                continue
+            title = "question / topic · kind" if stacked and column == "question" else column
+            if fold and column == "question":  # folded at any character (ids have no spaces); the rest stay whole
+                table.add_column(title, overflow="fold", ratio=1, min_width=12)
+            else:
+                table.add_column(title, no_wrap=True)
+        for number, qid, topic_kind, result, spent in rows:
+            if stacked:
+                table.add_row(number, Text(f"{qid}\n  {topic_kind}"), result, spent)
+            else:
+                table.add_row(number, qid, topic_kind, result, spent)
+        return table
+
+    unbounded = console.options.update_width(10_000)
+    for table in (build(stacked=False), build(stacked=True)):
+        if Measurement.get(console, unbounded, table).maximum <= console.width:
+            return table
+    return build(stacked=True, fold=True)
+
+
+def _concept_cells(q: dict[str, Any]) -> tuple[str, str, str, Text]:
+    result = OUTCOME_MARK.get(q["outcome"], q["outcome"])
+    kind = kinds.REGISTRY.get(q["kind"])  # a report may name a kind this drill no longer has
+    if q["rating"] is not None and kind is not None and kind.self_rated:
+        result += f" ({RATING_NAMES[q['rating']]})"
+    spent = "—" if q["seconds"] is None else duration(q["seconds"])
+    over = q["seconds"] is not None and q["seconds"] > q["budget_s"]
+    time_cell = Text(f"{spent} / {mmss(q['budget_s'])}", style="yellow" if over else "")
+    return q["id"], f"{q['topic']} · {q['kind']}", result, time_cell
+
+
 def _render_topics(console: Console, report: dict[str, Any]) -> None:
     """Each topic list under its source, the quiz command right under the list it covers."""
     def suggest(topics: list[str]) -> None:
@@ -206,6 +246,8 @@ def _render_topics(console: Console, report: dict[str, Any]) -> None:
         suggest(mock_weak)
     if history_weak:
         console.print(Text("  weakest in your reviews before this mock: " + ", ".join(history_weak)))
+        if report["version"] >= 3:
+            console.print(Text(f"    weak = {WEAKEST_RULE} (drill stats)", style="dim"))
         if not mock_weak:
             suggest(history_weak)
 
@@ -247,7 +289,8 @@ def _render_coding(console: Console, coding: dict[str, Any]) -> None:
 def render_history(console: Console, mocks: list[dict[str, Any]]) -> None:
     """Past mocks, oldest first, with the change in score since the previous finished one."""
     if not mocks:
-        console.print(Text("No mocks yet. Sit one with `drill mock` (try `--minutes 20 --questions 3` for a short one)."))
+        console.print(Text("No mocks yet. Sit one with `drill mock` "
+                           "(try `--minutes 20 --questions 3` for a short one)."))
         return
     rows: list[tuple[str, ...]] = []
     previous: float | None = None
@@ -261,7 +304,9 @@ def render_history(console: Console, mocks: list[dict[str, Any]]) -> None:
         final = coding.get("submissions", [])[-1:] if coding else []
         verdict = "—"
         if final:  # "not_attempted": how reports before untouched files stopped counting put it
-            verdict = "untouched" if final[0]["status"] == "not_attempted" else f"{final[0]['status']} {final[0]['passed']}/{final[0]['total']}"
+            last = final[0]
+            verdict = ("untouched" if last["status"] == "not_attempted"
+                       else f"{last['status']} {last['passed']}/{last['total']}")
         elif coding.get("untouched"):
             verdict = "untouched"
         elif coding.get("reached") is False and report:
@@ -288,7 +333,8 @@ def render_history(console: Console, mocks: list[dict[str, Any]]) -> None:
         if status in statuses:
             console.print(Text(note, style="dim"))
     if len(scores) >= 2:
-        console.print(Text(f"Finished mocks: {len(scores)}; first {scores[0]:.0f}, best {max(scores):.0f}, latest {scores[-1]:.0f}"))
+        console.print(Text(f"Finished mocks: {len(scores)}; first {scores[0]:.0f}, best {max(scores):.0f}, "
+                           f"latest {scores[-1]:.0f}"))
 
 
 HISTORY_COLUMNS = ("#", "date", "min", "status", "exercise", "concept", "coding", "score", "trend")

@@ -28,15 +28,18 @@ from rich.text import Text
 from drill.errors import UserError
 from drill.mock import interrupted, plan
 from drill.mock.clock import Clock, Countdown, SystemClock, mmss
+from drill.mock.coding import CodingRound, Grader
+from drill.mock.concept import MIN_SEEN_S, ConceptRound
+from drill.mock.context import Abandoned, InputClosed, MockContext
 from drill.mock.live import LiveStatus
 from drill.mock.reader import DeadlineReader, EndOfInput, TimeUp, stream_reader
 from drill.mock.report import build_report, render_history, render_report, score_rule
-from drill.mock.rounds import MIN_SEEN_S, Abandoned, CodingRound, ConceptRound, Grader, InputClosed, MockContext
 from drill.paths import exercises_dir
 from drill.quiz.loader import load_bank
-from drill.quiz.schedule import Scheduler
+from drill.quiz.schedule import scheduler_for
+from drill.quiz.schema import Question
 from drill.quiz.select import Filters, filtered
-from drill.quiz.stats import scheduled_reviews
+from drill.quiz.stats import scheduled_reviews, weakest_topics
 from drill.store import Store, StoreUnavailable, default_path, now_iso, open_store
 
 EXIT_ABANDONED = 130
@@ -64,8 +67,12 @@ def run_mock(
     grade: Grader | None = None,
     interactive: bool | None = None,
     fuzz: bool = True,
+    live: LiveStatus | None = None,
 ) -> int:
     """Sit one mock; returns the exit code (0 finished or timed out, 130 abandoned: Ctrl-C or end of input).
+
+    `live` is the countdown's status line (default: one on a capable terminal, else none);
+    with one, the status line is the only clock on screen and prompts carry no time.
 
     Raises UserError for bad options (before anything is recorded) and for
     errors mid-mock (after the report so far is saved).
@@ -90,15 +97,20 @@ def run_mock(
         # Cram answers are practice without scheduling; `drill stats` leaves them out of
         # "weakest topics" too, so both rank topics on the same evidence.
         reviews = scheduled_reviews(store.reviews())
-        questions = plan.pick_questions(questions_pool, reviews, options.questions, rng)
-        exercise = plan.choose_exercise(options.exercise, plan.gradable_exercises(), store.best_results(), rng)
-        coding_file = plan.plan_coding_file(options.folder or Path.cwd(), exercise, clock.now())
-        live = LiveStatus.for_terminal(console) if interactive and read is None else None
-        reader = read or stream_reader(console, on_tick=live.tick if live else None)
+        picked = plan.pick_questions(questions_pool, reviews, options.questions, rng)
+        questions, budgets = plan.fit_questions(picked, options.minutes)
+        exercise = plan.choose_exercise(options.exercise, plan.gradable_exercises(), store.attempts(), rng)
+        coding_file = plan.plan_coding_file(options.folder or Path.cwd(), exercise.name, clock.now())
+        if live is None and interactive and read is None:
+            live = LiveStatus.for_terminal(console)
+        reader = read or stream_reader(console, on_tick=live.tick if live else None, clock_in_prompt=live is None)
         if coding_file.fresh_folder and interactive:
-            coding_file = _ask_overwrite(console, reader, clock, options.folder or Path.cwd(), exercise, coding_file)
-        return _sit(options, console, reader, clock, store, grade or _check_file, interactive, fuzz, rng,
-                    questions, exercise, coding_file, reviews, live)
+            coding_file = _ask_overwrite(console, reader, clock, options.folder or Path.cwd(), exercise.name,
+                                         coding_file)
+        planned = MockPlan(questions, budgets, len(picked), exercise, coding_file,
+                           [r.topic for r in weakest_topics(reviews)])
+        return _sit(options, planned, grade or _check_file, fuzz, console=console, reader=reader, clock=clock,
+                    store=store, rng=rng, interactive=interactive, live=live)
     finally:
         if own_store:
             store.close()
@@ -134,7 +146,8 @@ def _ask_overwrite(console: Console, reader: DeadlineReader, clock: Clock, base:
     existing = base / f"{exercise}.py"
     patience = Countdown(clock, 3600.0)  # before the mock's clock starts
     try:
-        answer = reader(f"{existing} exists. Overwrite it with the starter? y = overwrite, Enter = use {planned.folder.name}/ >", patience)
+        answer = reader(f"{existing} exists. Overwrite it with the starter? y = overwrite, "
+                        f"Enter = use {planned.folder.name}/ >", patience)
     except (EndOfInput, TimeUp):
         return planned
     if answer.strip().lower() in ("y", "yes", "overwrite"):
@@ -142,24 +155,36 @@ def _ask_overwrite(console: Console, reader: DeadlineReader, clock: Clock, base:
     return planned
 
 
-def _sit(options, console, reader, clock, store, grade, interactive, fuzz, rng, questions, exercise,  # type: ignore[no-untyped-def]
-         coding_file, reviews, live) -> int:
-    minutes = options.minutes
+@dataclass(frozen=True)
+class MockPlan:
+    """What the mock will ask, decided before its clock starts."""
+
+    questions: list[Question]
+    budgets: list[float]  # seconds, one per question
+    picked: int  # questions drawn before fitting them into the concept round's time
+    exercise: plan.ExerciseChoice
+    coding_file: plan.CodingFile
+    history_weak: list[str]  # drill.quiz.stats.weakest_topics of the reviews before the mock
+
+
+def _sit(options: MockOptions, planned: MockPlan, grade: Grader, fuzz: bool, *, console: Console,
+         reader: DeadlineReader, clock: Clock, store: Store, rng: random.Random, interactive: bool,
+         live: LiveStatus | None) -> int:
+    """Start the mock's row and clock, play the rounds, then save and show the report, whatever ended them."""
+    minutes, exercise = options.minutes, planned.exercise.name
     mock_id = store.start_mock(minutes, exercise)
     countdown = Countdown(clock, minutes * 60.0)
     ctx = MockContext(console, reader, clock, countdown, store, mock_id, rng, interactive, options.seed, live)
-    budgets = plan.budgets(questions, minutes)
-    concept = ConceptRound(ctx, questions, budgets, Scheduler(fuzz=fuzz))
-    coding = CodingRound(ctx, exercise, coding_file, exercises_dir() / f"{exercise}.py", grade,
-                         number=2 if questions else 1)
-    weakness = plan.topic_weakness(reviews)
+    concept = ConceptRound(ctx, planned.questions, planned.budgets, scheduler_for(store, fuzz=fuzz))
+    coding = CodingRound(ctx, exercise, planned.coding_file, exercises_dir() / f"{exercise}.py", grade,
+                         number=2 if planned.questions else 1)
     owner = interrupted.this_process()
 
     def report_so_far(status: str, error: str | None = None) -> dict:  # type: ignore[type-arg]
         return build_report(
             mock_id=mock_id, status=status, minutes=minutes, elapsed_s=min(countdown.elapsed(), minutes * 60.0),
             seed=options.seed, concept=concept, coding=coding, exercise=exercise,
-            history_weakness=weakness, error=error,
+            history_weak=planned.history_weak, error=error,
         )
 
     def checkpoint() -> None:
@@ -171,47 +196,63 @@ def _sit(options, console, reader, clock, store, grade, interactive, fuzz, rng, 
 
     ctx.on_progress = checkpoint
     checkpoint()
-    status, error, code = "completed", None, 0
+    outcome = _Outcome()
     try:
-        try:
-            with _terminations_raise():
-                if live is not None:
-                    live.start(countdown, f"drill mock #{mock_id}")
-                _brief(ctx, questions, budgets, exercise, coding_file)
-                concept.run()
-                coding.run()
-        except TimeUp:
-            status = "expired"
-            if not coding.reached:  # the coding round announces time-up itself
-                console.print()
-                console.print(Text("Time is up.", style="bold yellow"))
-        except Abandoned as exc:
-            status, code = "abandoned", EXIT_ABANDONED
-            why = "End of input before the time was up: mock abandoned" if isinstance(exc, InputClosed) else "Mock abandoned"
-            console.print(Text(f"{why} — saving what you did.", style="bold yellow"))
-        except Terminated as exc:
-            status, code = "interrupted", 128 + exc.signum
-        except UserError as exc:
-            status, error = "abandoned", str(exc)
-            raise
-        except BaseException as exc:  # a crash or a second Ctrl-C: still record the mock as far as it went
-            status, error = "abandoned", f"{type(exc).__name__}: {exc}"
-            raise
+        _play(ctx, planned, concept, coding, outcome)
     finally:
         if live is not None:
             live.stop()
-        report = report_so_far(status, error)
+        report = report_so_far(outcome.status, outcome.error)
         try:
-            store.finish_mock(mock_id, status, report["score"], report)
+            store.finish_mock(mock_id, outcome.status, report["score"], report)
         finally:
             # Shown even when the store refuses the final save (locked, disk full): the
             # learner sees their card, then the one-line error; the last checkpoint stays.
             try:
                 render_report(console, report)
             except OSError:
-                if status != "interrupted":
+                if outcome.status != "interrupted":
                     raise  # after SIGHUP the terminal is gone: nobody to show it to
-    return code
+    return outcome.code
+
+
+@dataclass
+class _Outcome:
+    """How the mock ended: its status for the store, an error to record, the exit code."""
+
+    status: str = "completed"
+    error: str | None = None
+    code: int = 0
+
+
+def _play(ctx: MockContext, planned: MockPlan, concept: ConceptRound, coding: CodingRound, outcome: _Outcome) -> None:
+    """The brief and both rounds; `outcome` says how they ended (an error is recorded, then re-raised)."""
+    console = ctx.console
+    try:
+        with _terminations_raise():
+            if ctx.live is not None:
+                ctx.live.start(ctx.countdown, f"drill mock #{ctx.mock_id}")
+            _brief(ctx, planned)
+            concept.run()
+            coding.run()
+    except TimeUp:
+        outcome.status = "expired"
+        if not coding.reached:  # the coding round announces time-up itself
+            console.print()
+            console.print(Text("Time is up.", style="bold yellow"))
+    except Abandoned as exc:
+        outcome.status, outcome.code = "abandoned", EXIT_ABANDONED
+        closed = isinstance(exc, InputClosed)
+        why = "End of input before the time was up: mock abandoned" if closed else "Mock abandoned"
+        console.print(Text(f"{why} — saving what you did.", style="bold yellow"))
+    except Terminated as exc:
+        outcome.status, outcome.code = "interrupted", 128 + exc.signum
+    except UserError as exc:
+        outcome.status, outcome.error = "abandoned", str(exc)
+        raise
+    except BaseException as exc:  # a crash or a second Ctrl-C: still record the mock as far as it went
+        outcome.status, outcome.error = "abandoned", f"{type(exc).__name__}: {exc}"
+        raise
 
 
 class Terminated(BaseException):
@@ -247,17 +288,26 @@ def _terminations_raise() -> Iterator[None]:
             signal.signal(signum, old)
 
 
-def _brief(ctx: MockContext, questions: list, budgets: list[float], exercise: str, coding_file: plan.CodingFile) -> None:  # type: ignore[type-arg]
+def _brief(ctx: MockContext, planned: MockPlan) -> None:
     say = ctx.say
+    questions, budgets, exercise = planned.questions, planned.budgets, planned.exercise
     minutes = ctx.countdown.remaining() / 60.0
-    say(f"Mock interview #{ctx.mock_id} — {mmss(minutes * 60)} on the clock, starting now; it does not pause.", "bold reverse")
+    say(f"Mock interview #{ctx.mock_id} — {mmss(minutes * 60)} on the clock, starting now; it does not pause.",
+        "bold reverse")
+    left_out = planned.picked - len(questions)
     if questions:
         topics = sorted({q.topic for q in questions})
+        fitted = f" ({left_out} more did not fit in a {minutes:g}-minute mock)" if left_out else ""
         say(f"Round 1: {len(questions)} concept question{'s' * (len(questions) != 1)} ({', '.join(topics)}), "
-            f"about {mmss(sum(budgets))} in all; each shows its own budget. Type skip to pass one "
+            f"about {mmss(sum(budgets))} in all{fitted}; each shows its own budget. Type skip to pass one "
             f"(it goes on your review list as a miss), q to end the round there.")
-    say(f"Round {2 if questions else 1}: coding — implement `{exercise}` in {coding_file.path}; graded with hidden "
-        "tests, resubmit as often as you like.")
+    elif left_out:
+        say(f"No concept round: a {minutes:g}-minute mock keeps its time for coding.")
+    why = f" ({exercise.why})" if exercise.why else ""
+    say(f"Round {2 if questions else 1}: coding — implement `{exercise.name}`{why} in {planned.coding_file.path}; "
+        "graded with hidden tests, resubmit as often as you like.")
+    if left_out:
+        say(plan.time_rule(), "dim")
     say(score_rule(bool(questions)), "dim")
     say(f"At 0:00 the mock ends: a question on screen for {MIN_SEEN_S:g} s or more counts as a miss in your reviews, "
         "the rest as not answered, and your last saved file is graded if it changed. Ctrl-C asks whether "

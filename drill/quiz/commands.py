@@ -1,8 +1,9 @@
-"""CLI commands of the quiz area: quiz, validate, stats.
+"""CLI commands of the quiz area: quiz, validate, stats, export (reviews, anki), optimize.
 
 Thin on purpose: each command parses its options, calls plain functions in
 drill.quiz, and renders. Nothing here (or imported at module level) pulls in
-torch or fsrs, so `drill quiz` starts about as fast as the interpreter.
+torch or fsrs, so `drill quiz` starts about as fast as the interpreter; the
+optimizer (torch, pandas) and genanki are imported inside their commands.
 """
 
 from __future__ import annotations
@@ -82,3 +83,76 @@ def register(app: typer.Typer) -> None:
 
         with user_errors():
             show_stats(bank)
+
+    export = typer.Typer(help="Write your reviews or the bank in other tools' formats.", no_args_is_help=True)
+    app.add_typer(export, name="export")
+
+    @export.command("reviews")
+    def export_reviews(
+        output: Annotated[Path, typer.Option("--output", "-o", help="CSV file to write ('-' = standard output).")] = Path("-"),
+    ) -> None:
+        """Your scheduled reviews as CSV in the FSRS optimizer's format: card_id, review_time
+        (ms since the epoch, UTC), review_rating, review_state, review_duration (ms)."""
+        import sys
+
+        from drill.cliutil import err_console
+        from drill.quiz.export import atomic_path, reviews_csv
+        from drill.store import open_store
+
+        with user_errors():
+            with open_store(read_only=True) as store:
+                log = store.scheduled_log()
+            text = reviews_csv(log)
+            if str(output) == "-":
+                sys.stdout.write(text)
+                return
+            with atomic_path(output) as tmp:
+                tmp.write_text(text, encoding="utf-8")
+        err_console.print(f"{len(log)} review{'s' * (len(log) != 1)} written to {output}", markup=False)
+
+    @export.command("anki")
+    def export_anki(
+        output: Annotated[Path, typer.Option("--output", "-o", help="The .apkg file to write.")] = Path("drill.apkg"),
+        topic: Annotated[Optional[list[str]], typer.Option("--topic", "-t", metavar="TOPIC[,TOPIC]", help="Only these topics.")] = None,
+        tag: Annotated[Optional[list[str]], typer.Option("--tag", metavar="TAG[,TAG]", help="Only questions with one of these tags.")] = None,
+        difficulty: Annotated[Optional[str], typer.Option("--difficulty", "-d", help="easy, medium or hard.")] = None,
+        deck: Annotated[str, typer.Option("--deck", help="Anki deck name (one sub-deck per topic).")] = "drill",
+        bank: Annotated[Optional[Path], typer.Option("--bank", help="Question folder or file instead of the shipped bank.")] = None,
+    ) -> None:
+        """The bank (or the filtered part) as an Anki deck; re-importing a newer export updates your cards."""
+        from drill.cliutil import err_console
+        from drill.quiz.export import write_anki
+        from drill.quiz.loader import load_bank
+        from drill.quiz.select import filtered, no_match_message, resolve_filters
+
+        with user_errors():
+            questions = load_bank(bank).questions
+            filters = resolve_filters(list(questions), topic or (), tag or (), difficulty)
+            chosen = filtered(questions, filters)
+            if not chosen:
+                from drill.errors import UserError
+
+                raise UserError(no_match_message(list(questions), filters))
+            count = write_anki(chosen, output, deck.strip() or "drill")
+        err_console.print(f"{count} card{'s' * (count != 1)} written to {output} (Anki: File > Import)", markup=False)
+
+    @app.command()
+    def optimize(
+        reset: Annotated[bool, typer.Option("--reset", help="Forget fitted parameters: schedule with FSRS's defaults again.")] = False,
+    ) -> None:
+        """Fit FSRS's parameters to your own reviews; drill quiz and mock use them from then on."""
+        from drill.cliutil import err_console
+        from drill.store import open_store
+
+        with user_errors():
+            with open_store() as store:
+                if reset:
+                    dropped = store.clear_parameters()
+                    err_console.print("FSRS parameters reset to the defaults" if dropped else "already on FSRS's defaults", markup=False)
+                    return
+                from drill.quiz.optimize import fit
+
+                fitted = fit(store)
+        shown = ", ".join(f"{p:.4g}" for p in fitted.parameters)
+        err_console.print(f"fitted on {fitted.reviews} reviews (of {fitted.total}); from now on drill schedules with: {shown}",
+                          markup=False, soft_wrap=True)

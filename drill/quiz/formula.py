@@ -3,8 +3,13 @@
 Why not `eval`: formulas come from YAML files anyone can edit or download, so
 they are data, not code. We parse with `ast` (which never executes anything),
 accept only a whitelist of node types and functions, and evaluate the tree
-ourselves. Exponents are size-checked before they run, so `9**9**9` is an
-error message instead of a hung process.
+ourselves. The language has no loops, so a formula of MAX_FORMULA_CHARS costs
+at most that many steps, and every step is bounded: powers are size-checked
+before they run (`9**9**9`, `10**10**10`), integer results are capped at
+MAX_RESULT_BITS, and each function has an argument contract (its arity, finite
+numbers, `round`'s digits within MAX_ROUND_DIGITS — `round(1, -10**12)` would
+otherwise build 10**10**12). Nesting is capped at MAX_DEPTH. The same
+evaluator reads typed answers, so they get the same bounds.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ MAX_FORMULA_CHARS = 500
 # Results above ~2^4096 bits are never meaningful for these questions and
 # would make big-int arithmetic slow; refuse any power that would exceed it.
 MAX_RESULT_BITS = 4096
+MAX_ROUND_DIGITS = 30
+MAX_DEPTH = 50
 
 Number = int | float | bool
 
@@ -28,23 +35,56 @@ class FormulaError(ValueError):
     """A formula that cannot be parsed, is not allowed, or fails to evaluate."""
 
 
+def _number(value: Number, name: str) -> float | int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise FormulaError(f"{name}() takes numbers")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise FormulaError(f"{name}() of {value}")
+    return value
+
+
+def _contract(name: str, function: Callable[..., Number], arity: tuple[int, int | None],
+              check: Callable[[list[Number]], None] | None = None) -> Callable[..., Number]:
+    """`function` behind its argument contract: how many arguments, all finite numbers, and
+    any bound of its own (`check`). A call outside the contract is a FormulaError, never a hang."""
+    low, high = arity
+
+    def call(*args: Number) -> Number:
+        if len(args) < low or (high is not None and len(args) > high):
+            count = f"{low}" if low == high else f"{low} to {high}" if high is not None else f"at least {low}"
+            raise FormulaError(f"{name}() takes {count} argument{'s' * (count != '1')}, not {len(args)}")
+        values = [_number(arg, name) for arg in args]
+        if check is not None:
+            check(values)
+        return function(*values)
+
+    return call
+
+
+def _round_digits(args: list[Number]) -> None:
+    if len(args) == 2:
+        digits = args[1]
+        if not isinstance(digits, int) or abs(digits) > MAX_ROUND_DIGITS:
+            raise FormulaError(f"round()'s digits must be a whole number from -{MAX_ROUND_DIGITS} to {MAX_ROUND_DIGITS}")
+
+
 def _log(x: float, base: float | None = None) -> float:
     return math.log(x) if base is None else math.log(x, base)
 
 
 FUNCTIONS: dict[str, Callable[..., Number]] = {
-    "ceil": math.ceil,
-    "floor": math.floor,
-    "round": round,
-    "min": min,
-    "max": max,
-    "abs": abs,
-    "sqrt": math.sqrt,
-    "log": _log,
-    "log2": math.log2,
-    "log10": math.log10,
-    "exp": math.exp,
-    "int": int,
+    "ceil": _contract("ceil", math.ceil, (1, 1)),
+    "floor": _contract("floor", math.floor, (1, 1)),
+    "round": _contract("round", round, (1, 2), _round_digits),
+    "min": _contract("min", min, (2, None)),
+    "max": _contract("max", max, (2, None)),
+    "abs": _contract("abs", abs, (1, 1)),
+    "sqrt": _contract("sqrt", math.sqrt, (1, 1)),
+    "log": _contract("log", _log, (1, 2)),
+    "log2": _contract("log2", math.log2, (1, 1)),
+    "log10": _contract("log10", math.log10, (1, 1)),
+    "exp": _contract("exp", math.exp, (1, 1)),
+    "int": _contract("int", int, (1, 1)),
 }
 
 _BINARY: dict[type[ast.operator], Callable[[Number, Number], Number]] = {
@@ -107,10 +147,25 @@ def parse_formula(text: str) -> Formula:
             tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as exc:
         raise FormulaError(f"syntax error at column {exc.offset}: {exc.msg}") from None
+    except (RecursionError, MemoryError, ValueError):  # too deeply nested for the parser itself
+        raise FormulaError("formula too deeply nested") from None
+    if _depth(tree) > MAX_DEPTH:
+        raise FormulaError(f"formula nested more than {MAX_DEPTH} levels deep")
     names: set[str] = set()
     for node in ast.walk(tree):
         _check_node(node, names)
     return Formula(text, tree, frozenset(names))
+
+
+def _depth(tree: ast.AST) -> int:
+    """How deep the tree goes, without recursion (the tree may be deeper than the stack)."""
+    deepest = 0
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return deepest
 
 
 def _check_node(node: ast.AST, names: set[str]) -> None:
@@ -164,7 +219,12 @@ def _check_power(base: Number, exponent: Number) -> None:
     if abs(base) <= 1:
         return
     if abs(exponent) * math.log2(abs(base)) > MAX_RESULT_BITS:
-        raise FormulaError(f"power {base}**{exponent} is too large")
+        raise FormulaError(f"power {_short(base)}**{_short(exponent)} is too large")
+
+
+def _short(value: Number) -> str:
+    text = str(value)
+    return text if len(text) <= 20 else f"<a {len(text)}-digit number>"
 
 
 def _eval(node: ast.AST, env: Mapping[str, Number]) -> Number:

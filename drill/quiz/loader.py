@@ -2,31 +2,37 @@
 
 `scan` parses and checks everything and returns all problems; `load_bank`
 is what the quiz uses: it refuses a bank with any problem (nothing is
-partially loaded) and keeps a parsed copy in the data folder so the next
-start skips YAML parsing and the slow checks. That cache is keyed by every
-file's name, size, mtime and inode plus the drill/Python versions; a stale,
-unreadable or foreign cache is ignored and rebuilt, and it only ever holds a
-bank that passed every check.
+partially loaded) and keeps the built questions in the data folder so the
+next start skips YAML parsing, building and the slow checks. That cache is
+keyed by every file's name, size, mtime and inode plus the drill/Python
+versions and the fields of every registered question type; a stale, unreadable or foreign cache is
+ignored and rebuilt, and it only ever holds a bank that passed every check.
+It is marshal data (no code runs when it is read): plain values, with each
+question and its parts as a dict naming its type, rebuilt only from the
+kinds' own registered types.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import marshal
 import os
 import sys
 import zlib
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from drill import __version__
 from drill.errors import UserError
+from drill.quiz import kinds
 from drill.quiz.build import Collector, Problem, build_file
-from drill.quiz.schema import Bank, Question
-from drill.quiz.yamlread import YamlSyntaxError, freeze, read_yaml, thaw
+from drill.quiz.numbers import Tolerance
+from drill.quiz.schema import Bank, CommonWrong, Question
+from drill.quiz.yamlread import YamlSyntaxError, read_yaml
 
-CACHE_FORMAT = 3
+CACHE_FORMAT = 5  # 5: built questions, not the parse
 
 
 class BankError(UserError):
@@ -43,14 +49,19 @@ class BankError(UserError):
 class ScanResult:
     bank: Bank
     problems: list[Problem]
+    figures: dict[str, Any] = field(default_factory=dict)  # the audits' figures (see validate.audit_problems)
 
     def summary(self) -> str:
         counts = Counter(q.kind for q in self.bank.questions)
-        kinds = ", ".join(f"{kind} {counts[kind]}" for kind in ("recall", "choice", "numeric", "parametric") if counts[kind])
+        mix = ", ".join(f"{kind} {counts[kind]}" for kind in kinds.names() if counts[kind])
         files = len(self.bank.files)
         status = "ok" if not self.problems else f"{len(self.problems)} problem{'s' * (len(self.problems) != 1)}"
         count = len(self.bank.questions)
-        return f"{count} question{'s' * (count != 1)} in {files} file{'s' * (files != 1)}: {status}" + (f"; {kinds}" if kinds else "")
+        line = f"{count} question{'s' * (count != 1)} in {files} file{'s' * (files != 1)}: {status}" + (f"; {mix}" if mix else "")
+        longest = self.figures.get("longest_right")
+        if longest and longest[1]:
+            line += f"; right option longest in {longest[0]} of {longest[1]} choice questions ({longest[0] / longest[1]:.0%})"
+        return line
 
 
 def display(path: Path) -> str:
@@ -61,16 +72,28 @@ def display(path: Path) -> str:
         return str(path)
 
 
+MAX_BANK_FILES = 500
+
+
 def bank_files(path: Path) -> list[Path]:
-    """The YAML files of a bank folder (sorted), or the one file given."""
-    if not path.exists():
-        raise UserError("no such file or folder; give a bank folder or a .yaml file", str(path))
-    if path.is_dir():
-        files = sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
-        if not files:
-            raise UserError("no question files (*.yaml) in this folder", str(path))
-        return files
-    return [path]
+    """The YAML entries of a bank folder (sorted), or the one path given.
+
+    Entries that are not regular files (a FIFO, a device, a folder named
+    x.yaml, a dangling link) are kept, so that reading them reports them."""
+    try:
+        if not path.exists():
+            raise UserError("no such file or folder; give a bank folder or a .yaml file", str(path))
+        if path.is_dir():
+            files = sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml"))
+        else:
+            return [path]
+    except OSError as exc:
+        raise UserError(f"cannot read this bank ({exc.strerror or exc})", str(path)) from None
+    if not files:
+        raise UserError("no question files (*.yaml) in this folder", str(path))
+    if len(files) > MAX_BANK_FILES:
+        raise UserError(f"{len(files)} question files in this folder (at most {MAX_BANK_FILES}); is it the right folder?", str(path))
+    return files
 
 
 def _parse_file(file: Path) -> tuple[Any, list[Problem]]:
@@ -80,8 +103,9 @@ def _parse_file(file: Path) -> tuple[Any, list[Problem]]:
         return None, [Problem(display(file), exc.line, exc.message)]
 
 
-def _build(parsed: list[tuple[Path, Any]], *, deep: bool) -> ScanResult:
-    """Structural checks per file, duplicate ids across files, then (if deep) the run-time checks."""
+def _build(parsed: list[tuple[Path, Any]], *, deep: bool, audit: bool = False) -> ScanResult:
+    """Structural checks per file, duplicate ids across files, then (if deep) the run-time
+    checks, and (if audit, on a bank without problems) the grading-quality audits."""
     problems: list[Problem] = []
     questions: list[Question] = []
     first_seen: dict[str, Question] = {}
@@ -96,20 +120,28 @@ def _build(parsed: list[tuple[Path, Any]], *, deep: bool) -> ScanResult:
                 continue
             first_seen[question.id] = question
             questions.append(question)
+    stems = {file.stem for file, _ in parsed}
+    for question in questions:  # a question's own topic must be one of the bank's, or filters and stats split
+        if len(stems) > 1 and question.topic not in stems:
+            problems.append(Problem(question.file, question.line_of("topic"), f"question '{question.id}': topic '{question.topic}' is not a topic of this bank (its files: {', '.join(sorted(stems))})"))
+    figures: dict[str, Any] = {}
     if deep:
-        from drill.quiz.validate import deep_problems
+        from drill.quiz.validate import audit_problems, deep_problems
 
         for question in questions:
             problems.extend(deep_problems(question))
-    return ScanResult(Bank(tuple(questions), tuple(display(f) for f, _ in parsed)), problems)
+        if audit and not problems:  # grading quality is judged on a bank that works
+            found, figures = audit_problems(questions)
+            problems.extend(found)
+    return ScanResult(Bank(tuple(questions), tuple(display(f) for f, _ in parsed)), problems, figures)
 
 
-def scan(path: Path) -> ScanResult:
-    """Parse and check a bank completely, collecting every problem (no cache)."""
-    return _scan(path)[0]
+def scan(path: Path, *, audit: bool = True) -> ScanResult:
+    """Parse and check a bank completely, collecting every problem (no cache); `drill validate`."""
+    return _scan(path, audit=audit)[0]
 
 
-def _scan(path: Path) -> tuple[ScanResult, list[tuple[Path, Any]]]:
+def _scan(path: Path, *, audit: bool = False) -> tuple[ScanResult, list[tuple[Path, Any]]]:
     parsed: list[tuple[Path, Any]] = []
     syntax: list[Problem] = []
     for file in bank_files(path):
@@ -117,10 +149,10 @@ def _scan(path: Path) -> tuple[ScanResult, list[tuple[Path, Any]]]:
         syntax.extend(problems)
         if not problems:
             parsed.append((file, data))
-    result = _build(parsed, deep=True)
+    result = _build(parsed, deep=True, audit=audit and not syntax)
     files = tuple(display(f) for f in bank_files(path))
     problems = sorted(syntax + result.problems, key=_order(files))
-    return ScanResult(Bank(result.bank.questions, files), problems), parsed
+    return ScanResult(Bank(result.bank.questions, files), problems, result.figures), parsed
 
 
 def _order(files: tuple[str, ...]):  # type: ignore[no-untyped-def]
@@ -137,19 +169,14 @@ def load_bank(path: Path | None = None, *, cache_dir: Path | None = None) -> Ban
     files = bank_files(path)
     cache_file = _cache_path(path, cache_dir)
     key = _cache_key(files)
-    cached = _read_cache(cache_file, key) if cache_file is not None else None
+    cached = _read_cache(cache_file, key, files) if cache_file is not None and key is not None else None
     if cached is not None:
-        try:
-            result = _build([(f, thaw(d)) for f, d in zip(files, cached)], deep=False)
-            if not result.problems:
-                return result.bank
-        except Exception:  # noqa: BLE001 - a cache is only ever a speed-up
-            pass
-    result, parsed = _scan(path)
+        return cached
+    result, _parsed = _scan(path)
     if result.problems:
         raise BankError(result.problems, path)
-    if cache_file is not None:
-        _write_cache(cache_file, key, files, [data for _, data in parsed])
+    if cache_file is not None and key is not None:
+        _write_cache(cache_file, key, files, result.bank)
     return result.bank
 
 
@@ -170,39 +197,94 @@ def _cache_path(path: Path, cache_dir: Path | None) -> Path | None:
     return cache_dir / f"bank-{digest}.marshal"
 
 
-def _cache_key(files: list[Path]) -> tuple[Any, ...]:
+def _cache_key(files: list[Path]) -> tuple[Any, ...] | None:
+    """What a cached bank must match; None (no cache) when a file cannot be stat'ed."""
     stats = []
-    for file in files:
-        st = file.stat()
-        stats.append((str(file.resolve()), st.st_size, st.st_mtime_ns, st.st_ino))
-    return (CACHE_FORMAT, __version__, sys.version, tuple(stats))
+    try:
+        for file in files:
+            st = file.stat()
+            stats.append((str(file.resolve()), st.st_size, st.st_mtime_ns, st.st_ino))
+    except OSError:
+        return None
+    shapes = tuple((name, tuple(f.name for f in dataclasses.fields(cls))) for name, cls in sorted(_types().items()))
+    return (CACHE_FORMAT, __version__, sys.version, shapes, tuple(stats))
 
 
-def _read_cache(cache_file: Path, key: tuple[Any, ...]) -> list[Any] | None:
+def _types() -> dict[str, type]:
+    """The only types a cached bank may be rebuilt into: each kind's question and parts."""
+    found: dict[str, type] = {"CommonWrong": CommonWrong, "Tolerance": Tolerance}
+    for kind in kinds.REGISTRY.values():
+        for cls in (kind.question, *kind.exports):
+            found[cls.__name__] = cls
+    return found
+
+
+def _encode(value: Any, types: dict[str, type], files: dict[str, int]) -> Any:
+    """A built question as marshal data: a dataclass is a dict with its type under "", a
+    tuple holding dataclasses a list (plain tuples stay tuples); a question's `file` is the
+    index of its file (display names depend on the working folder: recomputed at load)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        name = type(value).__name__
+        if types.get(name) is not type(value):
+            raise TypeError(f"{name} is not a registered type")
+        data = {f.name: _encode(getattr(value, f.name), types, files) for f in dataclasses.fields(value)}
+        if isinstance(value, Question):
+            data["file"] = files[value.file]
+        data[""] = name
+        return data
+    if isinstance(value, tuple):
+        items = [_encode(item, types, files) for item in value]
+        return items if any(isinstance(item, (dict, list)) for item in items) else tuple(items)
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    raise TypeError(f"cannot cache a {type(value).__name__}")
+
+
+def _decode(data: dict[str, Any], types: dict[str, type], shown: list[str]) -> Any:
+    """The dataclass `_encode` made `data` from (a KeyError/TypeError for anything else)."""
+    fields = {}
+    for name, value in data.items():
+        kind = type(value)
+        if kind is dict:
+            value = _decode(value, types, shown)
+        elif kind is list:
+            value = tuple(_decode(item, types, shown) if type(item) is dict else item for item in value)
+        fields[name] = value
+    cls = types[fields.pop("")]
+    if issubclass(cls, Question):
+        fields["file"] = shown[fields["file"]]
+    return cls(**fields)
+
+
+def _read_cache(cache_file: Path, key: tuple[Any, ...], files: list[Path]) -> Bank | None:
     try:
         blob = marshal.loads(cache_file.read_bytes())
         if not isinstance(blob, dict) or blob.get("key") != key:
             return None
-        data = blob["files"]
-        if not isinstance(data, list) or len(data) != len(key[3]):
+        shown = [display(f) for f in files]
+        types = _types()
+        questions = tuple(_decode(q, types, shown) for q in blob["questions"])
+        if not all(isinstance(q, Question) for q in questions):
             return None
-        return data
-    except Exception:  # noqa: BLE001 - missing, truncated, corrupt: rebuild silently
+        return Bank(questions, tuple(shown))
+    except Exception:  # noqa: BLE001 - missing, truncated, corrupt, foreign: rebuild silently
         return None
 
 
-def _write_cache(cache_file: Path, key: tuple[Any, ...], files: list[Path], parsed: list[Any]) -> None:
-    """Store the frozen parse of a bank that just passed every check (best effort, atomic)."""
+def _write_cache(cache_file: Path, key: tuple[Any, ...], files: list[Path], bank: Bank) -> None:
+    """Store the built questions of a bank that just passed every check (best effort, atomic)."""
     tmp = cache_file.with_name(f"{cache_file.name}.{os.getpid()}.tmp")
     try:
-        frozen = [freeze(data) for data in parsed]
+        index = {display(f): i for i, f in enumerate(files)}
+        types = _types()
+        questions = [_encode(q, types, index) for q in bank.questions]
         if _cache_key(files) != key:  # a file changed while we were checking it
             return
-        blob = marshal.dumps({"key": key, "files": frozen})
+        blob = marshal.dumps({"key": key, "questions": questions})
         cache_file.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_bytes(blob)
         os.replace(tmp, cache_file)
-    except Exception:  # noqa: BLE001 - read-only data folder, odd YAML types: just no cache
+    except Exception:  # noqa: BLE001 - read-only data folder, an unregistered type: just no cache
         try:
             tmp.unlink()
         except OSError:

@@ -12,10 +12,13 @@ import math
 import random
 import re
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from drill.quiz.formula import Formula, FormulaError, Number, parse_formula
 from drill.quiz.numbers import format_number
-from drill.quiz.schema import ParametricQuestion
+
+if TYPE_CHECKING:
+    from drill.quiz.kinds.parametric import ParametricQuestion
 
 PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
@@ -32,7 +35,7 @@ def compiled(text: str) -> Formula:
     return parse_formula(text)
 
 
-def _draw_params(question: ParametricQuestion, rng: random.Random) -> dict[str, Number]:
+def draw_params(question: ParametricQuestion, rng: random.Random) -> dict[str, Number]:
     env: dict[str, Number] = {}
     for spec in question.params:
         if spec.choices:
@@ -56,7 +59,7 @@ def complete(question: ParametricQuestion, params: dict[str, Number]) -> dict[st
 def draw(question: ParametricQuestion, rng: random.Random, tries: int = MAX_TRIES) -> dict[str, Number]:
     """A parameter draw (with derived values) that satisfies every constraint."""
     for _ in range(tries):
-        env = complete(question, _draw_params(question, rng))
+        env = complete(question, draw_params(question, rng))
         if env is not None:
             return env
     raise NoValidDraw(f"no parameter draw satisfied the constraints in {tries} tries")
@@ -92,7 +95,7 @@ def _plural(match: re.Match[str], env: dict[str, Number]) -> str:
 
 def answer(question: ParametricQuestion, env: dict[str, Number]) -> float:
     """The right answer for this draw; raises FormulaError if it is not a finite number."""
-    return _finite(compiled(question.formula).evaluate(env))
+    return finite(compiled(question.formula).evaluate(env))
 
 
 def wrong_values(question: ParametricQuestion, env: dict[str, Number]) -> list[tuple[float, str]]:
@@ -100,13 +103,14 @@ def wrong_values(question: ParametricQuestion, env: dict[str, Number]) -> list[t
     result = []
     for wrong in question.wrong_formulas:
         try:
-            result.append((_finite(compiled(wrong.formula).evaluate(env)), wrong.feedback))
+            result.append((finite(compiled(wrong.formula).evaluate(env)), wrong.feedback))
         except FormulaError:
             continue
     return result
 
 
-def _finite(value: Number) -> float:
+def finite(value: Number) -> float:
+    """`value` as the answer of a formula: a finite number, not a comparison; else FormulaError."""
     if isinstance(value, bool):
         raise FormulaError("the formula is a comparison (true/false), not a number")
     if not math.isfinite(value):

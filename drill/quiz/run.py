@@ -18,7 +18,7 @@ from rich.text import Text
 
 from drill.errors import UserError
 from drill.quiz.loader import load_bank
-from drill.quiz.schedule import Scheduler, parse_time
+from drill.quiz.schedule import parse_time, scheduler_for
 from drill.quiz.select import cram_queue, due_queue, filtered, new_today, no_match_message, resolve_filters
 from drill.quiz.session import LineReader, Session, render_summary, terminal_reader
 from drill.store import Store, open_store
@@ -70,7 +70,7 @@ def run_quiz(
             since = now.astimezone().replace(hour=0, minute=0, second=0, microsecond=0).astimezone(timezone.utc)
             done = new_today(store.reviews(since=since.isoformat()), now)
             queue = due_queue(pool, cards, now, new_limit=options.new_limit, new_done_today=done, count=options.count, rng=rng)
-            scheduler = Scheduler(options.retention, fuzz=fuzz)
+            scheduler = scheduler_for(store, options.retention, fuzz=fuzz)
             if not queue:
                 _nothing_due(console, pool, cards, done, options.new_limit)
                 return 0

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from drill.errors import UserError
+
 AGAIN, HARD, GOOD, EASY = 1, 2, 3, 4
 RATING_NAMES = {AGAIN: "Again", HARD: "Hard", GOOD: "Good", EASY: "Easy"}
 LEECH_LAPSES = 8
@@ -29,20 +31,28 @@ class Outcome:
 
 
 class Scheduler:
-    """FSRS with a desired retention; `fuzz` off makes intervals deterministic (tests)."""
+    """FSRS with a desired retention; `fuzz` off makes intervals deterministic (tests).
 
-    def __init__(self, retention: float = 0.9, *, fuzz: bool = True) -> None:
+    `parameters`: the learner's own, fitted by `drill optimize` (None = FSRS's defaults)."""
+
+    def __init__(self, retention: float = 0.9, *, fuzz: bool = True, parameters: list[float] | None = None) -> None:
         if not 0.5 <= retention < 1.0:
             raise ValueError("desired retention must be at least 0.5 and below 1.0 (e.g. 0.9)")
         self.retention = retention
         self.fuzz = fuzz
+        self.parameters = parameters
         self._impl: Any = None
 
     def _fsrs(self) -> Any:
         if self._impl is None:
             import fsrs
 
-            self._impl = fsrs.Scheduler(desired_retention=self.retention, enable_fuzzing=self.fuzz)
+            extra = {"parameters": tuple(self.parameters)} if self.parameters is not None else {}
+            try:
+                self._impl = fsrs.Scheduler(desired_retention=self.retention, enable_fuzzing=self.fuzz, **extra)
+            except (ValueError, TypeError) as exc:  # a hand-edited parameter row fsrs refuses
+                raise UserError(f"the FSRS parameters saved by `drill optimize` are not usable ({exc}); "
+                                "run `drill optimize` again or `drill optimize --reset`") from None
         return self._impl
 
     def review(self, card_json: str | None, rating: int, now: datetime) -> Outcome:
@@ -53,10 +63,20 @@ class Scheduler:
             raise ValueError(f"rating must be 1-4, got {rating!r}")
         if now.tzinfo is None:
             now = now.replace(tzinfo=timezone.utc)
-        card = fsrs.Card.from_dict(json.loads(card_json)) if card_json else fsrs.Card(due=now)
+        try:
+            card = fsrs.Card.from_dict(json.loads(card_json)) if card_json else fsrs.Card(due=now)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise UserError(f"a card in the progress store is not an FSRS card ({type(exc).__name__}: {exc}); "
+                            "nothing was saved for this answer") from None
         was_review = card.state == fsrs.State.Review
         new_card, _log = self._fsrs().review_card(card, fsrs.Rating(rating), now)
         return Outcome(json.dumps(new_card.to_dict()), new_card.due, was_review and rating == AGAIN)
+
+
+def scheduler_for(store: Any, retention: float = 0.9, *, fuzz: bool = True) -> Scheduler:
+    """The scheduler a learner's reviews get: their fitted parameters when they have some."""
+    fitted = store.parameters()
+    return Scheduler(retention, fuzz=fuzz, parameters=fitted[0] if fitted else None)
 
 
 def parse_time(text: str) -> datetime:

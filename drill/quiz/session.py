@@ -12,7 +12,6 @@ cleanly with a summary.
 from __future__ import annotations
 
 import random
-import re
 import sys
 import time
 from collections import Counter
@@ -24,17 +23,11 @@ from typing import Protocol
 from rich.console import Console
 from rich.text import Text
 
-from drill.quiz import parametric
-from drill.quiz.numbers import AnswerFormatError, format_with_unit, read_answer, scale_slip
+from drill.quiz import kinds
+from drill.quiz.kinds.recall import suggest_rating  # noqa: F401 - re-exported
 from drill.quiz.schedule import AGAIN, EASY, GOOD, HARD, LEECH_LAPSES, RATING_NAMES, Scheduler
-from drill.quiz.schema import (
-    ChoiceQuestion,
-    NumericQuestion,
-    ParametricQuestion,
-    Question,
-    RecallQuestion,
-    letter,
-)
+from drill.quiz.schema import Question
+from drill.quiz.text import reflow
 from drill.store import Store, StoreUnavailable
 
 QUIT_WORDS = {"q", "quit", ":q", "exit"}
@@ -184,9 +177,10 @@ class Session:
         result.seconds = time.monotonic() - started
         return result
 
-    # -- input ------------------------------------------------------------
+    # -- what a kind's `ask` uses (drill.quiz.kinds.base.Asker) ------------
 
-    def _line(self, prompt: str) -> str:
+    def line(self, prompt: str) -> str:
+        """One line of input; q, end of input and Ctrl-C end the session."""
         text = self.read(prompt)
         if text is None:
             raise _EndSession("eof")
@@ -194,139 +188,33 @@ class Session:
             raise _EndSession("quit")
         return text
 
-    def _say(self, text: str, style: str | None = None) -> None:
+    def say(self, text: str, style: str | None = None) -> None:
         self.console.print(Text(text, style=style or ""))
 
-    def _header(self, title: str, question: Question) -> None:
-        self.console.print()
-        tags = f" · {', '.join(question.tags)}" if question.tags else ""
-        self._say(f"{title} · {question.topic} · {question.difficulty} · {question.kind}{tags}", "bold magenta")
-
-    def _ask(self, question: Question) -> tuple[int, str, bool | None, float]:
-        began = time.monotonic()
-        if isinstance(question, RecallQuestion):
-            rating, answer = self._recall(question)
-            return rating, answer, None, began
-        if isinstance(question, ChoiceQuestion):
-            answer, right = self._choice(question)
-        elif isinstance(question, ParametricQuestion):
-            answer, right = self._parametric(question)
-        else:
-            assert isinstance(question, NumericQuestion)
-            self._say(reflow(question.prompt))
-            answer, right = self._numeric(question.answer, question.unit, question, [(w.value, w.feedback) for w in question.wrong_answers])
-        self._teach(question)
-        return (GOOD if right else AGAIN), answer, right, began
-
-    def _with_hints(self, question: Question, prompt: str) -> str:
+    def answer(self, question: Question, prompt: str) -> str:
         """Read an answer; '?' reveals the next hint instead of counting as one."""
         shown = 0
         while True:
-            text = self._line(prompt)
+            text = self.line(prompt)
             if text.strip().lower() in HINT_WORDS:
                 if shown < len(question.hints):
-                    self._say(f"hint: {question.hints[shown]}", "yellow")
+                    self.say(f"hint: {question.hints[shown]}", "yellow")
                     shown += 1
                 else:
-                    self._say("no more hints" if question.hints else "this question has no hints", "yellow")
+                    self.say("no more hints" if question.hints else "this question has no hints", "yellow")
                 continue
             return text
 
-    # -- kinds ------------------------------------------------------------
+    def teach(self, question: Question) -> None:
+        self.show_common_wrong(question)
+        self.say(reflow(question.explanation), "dim")
 
-    def _recall(self, question: RecallQuestion) -> tuple[int, str]:
-        self._say(reflow(question.prompt))
-        hint = ", ? hint" if question.hints else ""
-        answer = self._with_hints(question, f"your answer (Enter = just thought about it{hint}, q quits) >")
-        self.console.print()
-        self._say("Model answer", "bold green")
-        self._say(reflow(question.answer))
-        ticks = [point.matches(answer) for point in question.key_points]
-        self._say("Key points", "bold")
-        self._items([("✓" if ticked else "·", point.text, "green" if ticked else None) for point, ticked in zip(question.key_points, ticks)])
-        self._common_wrong(question)
-        self._say(reflow(question.explanation), "dim")
-        default = suggest_rating(answer, question)
-        names = "  ".join(f"{n} {RATING_NAMES[n]}" for n in (AGAIN, HARD, GOOD, EASY))
-        suffix = f" [Enter = {default} {RATING_NAMES[default]}]" if default else ""
-        while True:
-            text = self._line(f"rate yourself: {names}{suffix} >").strip()
-            if not text and default:
-                return default, answer
-            if text in ("1", "2", "3", "4"):
-                return int(text), answer
-            self._say("type 1, 2, 3 or 4 (or q to quit)", "yellow")
-
-    def _choice(self, question: ChoiceQuestion) -> tuple[str, bool]:
-        self._say(reflow(question.prompt))
-        options = list(question.options)
-        if self.shuffle:
-            self.rng.shuffle(options)
-        self._items([(f"{letter(i)})", option.text, None) for i, option in enumerate(options)])
-        how = "pick all that apply, e.g. a,c" if question.multiple else "one letter"
-        while True:
-            text = self._with_hints(question, f"your choice ({how}) >")
-            try:
-                picked = parse_choice(text, len(question.options), question.multiple)
-                break
-            except ValueError as exc:
-                self._say(str(exc), "yellow")
-        correct = frozenset(letter(i) for i, option in enumerate(options) if option.correct)
-        right = picked == correct
-        self._verdict(right, "correct" if right else f"the answer is {', '.join(sorted(correct))}")
-        self._items([
-            (f"{'✓' if option.correct else '✗'} {letter(i)})", option.feedback, "green" if option.correct else "red")
-            for i, option in enumerate(options)
-            if option.feedback and (letter(i) in picked or option.correct)
-        ])
-        return ",".join(sorted(picked)), right
-
-    def _numeric(self, expected: float, unit: str, question: Question, wrong: list[tuple[float, str]]) -> tuple[str, bool]:
-        tolerance = question.tolerance  # type: ignore[attr-defined]
-        where = f"in {unit}" if unit else "a number"
-        while True:
-            text = self._with_hints(question, f"your answer ({where}) >")
-            try:
-                typed = read_answer(text, unit)
-            except AnswerFormatError as exc:
-                self._say(str(exc), "yellow")
-                continue
-            slip = scale_slip(typed, unit, expected, tolerance)
-            if slip is None:
-                break
-            self._say(slip, "yellow")  # a scale slip is re-asked like a typo, never graded
-        value = typed.value
-        right = tolerance.accepts(value, expected)
-        shown = format_with_unit(expected, unit)
-        said = format_with_unit(value, unit)
-        if typed.typed_unit or typed.computed:  # "you said 171.8 GB (= 160 GiB)": what was typed, and what it came to
-            said = f"{typed.text} (= {said})"
-        if right:
-            self._verdict(True, f"correct: {shown}" + (f" ({typed.text} = {format_with_unit(value, unit)})" if typed.computed else ""))
-        else:
-            self._verdict(False, f"you said {said}; the answer is {shown} ({tolerance.describe()})")
-            for wrong_value, feedback in wrong:
-                if tolerance.accepts(value, wrong_value):
-                    self._items([("known mistake:", feedback, "red")])
-                    break
-        return text.strip(), right
-
-    def _parametric(self, question: ParametricQuestion) -> tuple[str, bool]:
-        env = parametric.draw(question, self.rng)
-        self._say(reflow(parametric.render(question, env)))
-        expected = parametric.answer(question, env)
-        return self._numeric(expected, question.unit, question, parametric.wrong_values(question, env))
-
-    def _teach(self, question: Question) -> None:
-        self._common_wrong(question)
-        self._say(reflow(question.explanation), "dim")
-
-    def _common_wrong(self, question: Question) -> None:
+    def show_common_wrong(self, question: Question) -> None:
         if question.common_wrong:
-            self._say("Common wrong answers", "bold")
-            self._items([("✗", f"{item.answer} — {item.why}", "red") for item in question.common_wrong])
+            self.say("Common wrong answers", "bold")
+            self.items([("✗", f"{item.answer} — {item.why}", "red") for item in question.common_wrong])
 
-    def _items(self, rows: list[tuple[str, str, str | None]]) -> None:
+    def items(self, rows: list[tuple[str, str, str | None]]) -> None:
         """Indented `mark text` lines whose wrapped lines stay under the text, not under the
         mark: options, key points and feedback stay readable at 80 columns and below."""
         if not rows:
@@ -340,8 +228,18 @@ class Session:
             grid.add_row(Text("  " + mark, style=style or ""), Text(text, style=style or ""))
         self.console.print(grid)
 
-    def _verdict(self, right: bool, text: str) -> None:
-        self._say(("✓ " if right else "✗ ") + text, "bold green" if right else "bold red")
+    def verdict(self, right: bool, text: str) -> None:
+        self.say(("✓ " if right else "✗ ") + text, "bold green" if right else "bold red")
+
+    def _header(self, title: str, question: Question) -> None:
+        self.console.print()
+        tags = f" · {', '.join(question.tags)}" if question.tags else ""
+        self.say(f"{title} · {question.topic} · {question.difficulty} · {question.kind}{tags}", "bold magenta")
+
+    def _ask(self, question: Question) -> tuple[int, str, bool | None, float]:
+        began = time.monotonic()
+        asked = kinds.get(question.kind).ask(self, question)
+        return asked.rating, asked.answer, asked.right, began
 
     # -- saving -----------------------------------------------------------
 
@@ -363,71 +261,7 @@ class Session:
         if outcome.lapsed:
             lapses = self.store.cards().get(question.id, {}).get("lapses", 0)
             if lapses >= LEECH_LAPSES:
-                self._say(f"this card is a leech ({lapses} lapses): rewrite your notes on it or suspend it", "yellow")
-
-
-_BULLET_OR_CODE = re.compile(r"^(\s|[-*•>|])")
-_NUMBERED = re.compile(r"^\d+[.)]\s")
-
-
-def _is_structure(lines: list[str], index: int) -> bool:
-    """A bullet or indented line; or a numbered item that is part of a list (the
-    paragraph has two of them, or the line before ends with ':'), so a wrapped
-    sentence that happens to start "1. What is..." stays prose."""
-    line = lines[index]
-    if _BULLET_OR_CODE.match(line):
-        return True
-    if not _NUMBERED.match(line):
-        return False
-    numbered = sum(1 for other in lines if _NUMBERED.match(other))
-    return numbered >= 2 or (index > 0 and lines[index - 1].rstrip().endswith(":"))
-
-
-def reflow(text: str) -> str:
-    """Undo the hard line breaks of YAML block scalars so Rich can wrap prose to
-    the terminal's width; paragraphs stay apart, and a paragraph with list items
-    or indented (code-like) lines is left exactly as written."""
-    paragraphs = text.strip("\n").split("\n\n")
-    out = []
-    for para in paragraphs:
-        lines = para.split("\n")
-        if any(_is_structure(lines, i) for i in range(len(lines))):
-            out.append(para)
-        else:
-            out.append(" ".join(line.strip() for line in lines))
-    return "\n\n".join(out)
-
-
-def suggest_rating(answer: str, question: RecallQuestion) -> int | None:
-    """Default rating from the share of checkable key points the typed answer hit.
-
-    None when there is nothing to go on (empty answer: the learner only
-    thought about it; or no key point has patterns): they must choose.
-    """
-    checkable = [p for p in question.key_points if p.patterns]
-    if not answer.strip() or not checkable:
-        return None
-    share = sum(p.matches(answer) for p in checkable) / len(checkable)
-    if share >= 1.0:
-        return GOOD
-    return HARD if share >= 0.5 else AGAIN
-
-
-def parse_choice(text: str, count: int, multiple: bool) -> frozenset[str]:
-    """`b`, `a,c`, `a c` or `A, C` -> letters; ValueError with a learner-facing message."""
-    parts = [p for p in text.replace(",", " ").replace(";", " ").lower().split() if p]
-    if len(parts) == 1 and len(parts[0]) > 1 and parts[0].isalpha() and multiple:
-        parts = list(parts[0])  # "ac"
-    valid = [letter(i) for i in range(count)]
-    if not parts:
-        raise ValueError(f"type a letter ({valid[0]}-{valid[-1]}), or q to quit")
-    bad = [p for p in parts if p not in valid]
-    if bad:
-        raise ValueError(f"'{bad[0]}' is not an option; choose from {', '.join(valid)}")
-    picked = frozenset(parts)
-    if not multiple and len(picked) > 1:
-        raise ValueError("this question has one right answer; pick one letter")
-    return picked
+                self.say(f"this card is a leech ({lapses} lapses): rewrite your notes on it or suspend it", "yellow")
 
 
 def render_summary(console: Console, result: SessionResult, *, cram: bool, due_left: int | None) -> None:

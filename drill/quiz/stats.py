@@ -21,6 +21,8 @@ from drill.store import Review
 HISTORY_DAYS = 14
 FORECAST_DAYS = 7
 WEAK_MIN_REVIEWS = 3
+# A topic under this retention is weak: it is also where the retention bar stops being green.
+WEAK_BELOW = 0.85
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,7 @@ class Stats:
     by_topic: list[TopicRetention] = field(default_factory=list)
     forecast: list[tuple[date, int]] = field(default_factory=list)  # today (incl. overdue) first
     weakest: list[TopicRetention] = field(default_factory=list)
+    unranked: list[TopicRetention] = field(default_factory=list)  # too few reviews to be ranked weakest
     leeches: list[tuple[str, int]] = field(default_factory=list)  # (question id, lapses)
 
 
@@ -70,13 +73,26 @@ def topic_retention(reviews: Iterable[Review]) -> list[TopicRetention]:
 
 
 def weakest_topics(reviews: Iterable[Review], limit: int = 3) -> list[TopicRetention]:
-    """The topics with the lowest retention among those with at least WEAK_MIN_REVIEWS
-    scheduled reviews, weakest first — the one definition `drill stats` shows and any
-    other "weakest topics" (e.g. the mock's) should use: call it with `store.reviews()`."""
-    ranked = sorted(
-        (r for r in topic_retention(reviews) if r.reviews >= WEAK_MIN_REVIEWS), key=lambda r: (r.retention, -r.reviews, r.topic)
-    )
-    return ranked[:limit]
+    """Weak topics, weakest first (ties: more reviews first, then by name): retention under
+    WEAK_BELOW on at least WEAK_MIN_REVIEWS scheduled reviews.
+
+    The one definition of "weakest topics": `drill stats` and the mock's report card
+    both call it (with `store.reviews()`) and both state WEAKEST_RULE on screen. Why a
+    minimum: one or two answers say little, and a topic at 0% on one miss would push a
+    topic that is really weak (4 misses in 6) off the list. Why a ceiling: the lowest of
+    topics that are all remembered well is not a weakness worth a drill.
+    """
+    weak = (r for r in topic_retention(reviews) if r.reviews >= WEAK_MIN_REVIEWS and r.retention < WEAK_BELOW)
+    return sorted(weak, key=lambda r: (r.retention, -r.reviews, r.topic))[:limit]
+
+
+def unranked_topics(reviews: Iterable[Review]) -> list[TopicRetention]:
+    """Topics with scheduled reviews, but fewer than WEAK_MIN_REVIEWS: not ranked yet (alphabetical)."""
+    return [r for r in topic_retention(reviews) if r.reviews < WEAK_MIN_REVIEWS]
+
+
+# What makes a topic weak, in the words both `drill stats` and the mock's card show.
+WEAKEST_RULE = f"under {WEAK_BELOW:.0%} retention with at least {WEAK_MIN_REVIEWS} scheduled reviews"
 
 
 def compute_stats(reviews: Iterable[Review], cards: Mapping[str, Mapping[str, Any]], now: datetime) -> Stats:
@@ -101,6 +117,7 @@ def compute_stats(reviews: Iterable[Review], cards: Mapping[str, Mapping[str, An
     stats.cram_per_day = {d: cram_days[d] for d in days if cram_days[d]}
     stats.by_topic = topic_retention(reviews)
     stats.weakest = weakest_topics(reviews)
+    stats.unranked = unranked_topics(reviews)
     due_counts: Counter[date] = Counter()
     for card in cards.values():
         day = max(parse_time(card["due"]).astimezone().date(), today)
@@ -120,19 +137,40 @@ def _bar(value: float, maximum: float, width: int = 24) -> str:
 
 
 def render_stats(stats: Stats, console: Any, prompts: Mapping[str, str] | None = None) -> None:
-    from rich.table import Table
+    """Everything `drill stats` shows, section by section; `prompts` names the leeches' questions."""
     from rich.text import Text
 
-    prompts = prompts or {}
-    cram = f" (+ {stats.cram_reviews} cram answer{'s' * (stats.cram_reviews != 1)}, not scheduled)" if stats.cram_reviews else ""
-    console.print(Text(f"{stats.total_reviews} review{'s' * (stats.total_reviews != 1)}, {stats.cards} card{'s' * (stats.cards != 1)} scheduled{cram}", style="bold"))
+    _render_totals(stats, console)
+    # Titles are printed as their own lines: a Table title wraps to the (narrow) table's width.
+    console.print(Text(f"Reviews per day (last {HISTORY_DAYS} days)", style="bold"))
+    console.print(_days_table(stats))
+    console.print(Text("Retention by topic (share of scheduled reviews not rated Again)", style="bold"))
+    console.print(_topics_table(stats))
+    console.print(Text(f"Due in the next {FORECAST_DAYS} days (today includes overdue)", style="bold"))
+    console.print(_forecast_table(stats))
+    _render_weakest(stats, console)
+    _render_leeches(stats, console, prompts or {})
+
+
+def _render_totals(stats: Stats, console: Any) -> None:
+    from rich.text import Text
+
+    cram = ""
+    if stats.cram_reviews:
+        cram = f" (+ {stats.cram_reviews} cram answer{'s' * (stats.cram_reviews != 1)}, not scheduled)"
+    reviews = f"{stats.total_reviews} review{'s' * (stats.total_reviews != 1)}"
+    console.print(Text(f"{reviews}, {stats.cards} card{'s' * (stats.cards != 1)} scheduled{cram}", style="bold"))
     if not stats.total_reviews and not stats.cram_reviews:
         console.print(Text("No reviews yet — start with `drill quiz`.", style="dim"))
     elif stats.cram_reviews:
-        console.print(Text("Cram answers are practice: they are not in retention, weakest topics or the forecast.", style="dim"))
+        console.print(Text("Cram answers are practice: they are not in retention, weakest topics or the forecast.",
+                           style="dim"))
 
-    # Titles are printed as their own lines: a Table title wraps to the (narrow) table's width.
-    console.print(Text(f"Reviews per day (last {HISTORY_DAYS} days)", style="bold"))
+
+def _days_table(stats: Stats) -> Any:
+    from rich.table import Table
+    from rich.text import Text
+
     days = Table()
     days.add_column("day")
     days.add_column("reviews", justify="right")
@@ -143,22 +181,34 @@ def render_stats(stats: Stats, console: Any, prompts: Mapping[str, str] | None =
     for day, n in stats.per_day:
         cram_cell = [f"+{stats.cram_per_day[day]}" if day in stats.cram_per_day else ""] if stats.cram_per_day else []
         days.add_row(f"{day:%a %m-%d}", str(n), *cram_cell, Text(_bar(n, peak), style="cyan"))
-    console.print(days)
+    return days
 
-    console.print(Text("Retention by topic (share of scheduled reviews not rated Again)", style="bold"))
+
+def _topics_table(stats: Stats) -> Any:
+    """Retention per topic; a topic with too few reviews to be ranked weakest says so on its row."""
+    from rich.table import Table
+    from rich.text import Text
+
     topics = Table()
     topics.add_column("topic")
     topics.add_column("reviews", justify="right")
     topics.add_column("retention", justify="right")
     topics.add_column("")
     for row in stats.by_topic:
-        style = "green" if row.retention >= 0.85 else "yellow" if row.retention >= 0.7 else "red"
-        topics.add_row(row.topic, str(row.reviews), f"{row.retention:.0%}", Text(_bar(row.retention, 1.0, 20), style=style))
+        style = "green" if row.retention >= WEAK_BELOW else "yellow" if row.retention >= 0.7 else "red"
+        bar = Text(_bar(row.retention, 1.0, 20), style=style)
+        if row.reviews < WEAK_MIN_REVIEWS:
+            bar.append(f"{' ' * bool(bar)}not ranked yet", style="dim")
+        topics.add_row(row.topic, str(row.reviews), f"{row.retention:.0%}", bar)
     if not stats.by_topic:
         topics.add_row("—", "0", "—", "")
-    console.print(topics)
+    return topics
 
-    console.print(Text(f"Due in the next {FORECAST_DAYS} days (today includes overdue)", style="bold"))
+
+def _forecast_table(stats: Stats) -> Any:
+    from rich.table import Table
+    from rich.text import Text
+
     forecast = Table()
     forecast.add_column("day")
     forecast.add_column("due", justify="right")
@@ -166,18 +216,37 @@ def render_stats(stats: Stats, console: Any, prompts: Mapping[str, str] | None =
     peak = max((n for _, n in stats.forecast), default=0)
     for day, n in stats.forecast:
         forecast.add_row(f"{day:%a %m-%d}", str(n), Text(_bar(n, peak), style="magenta"))
-    console.print(forecast)
+    return forecast
 
-    if stats.weakest:
-        console.print(Text("Weakest topics: " + ", ".join(f"{r.topic} ({r.retention:.0%})" for r in stats.weakest), style="yellow"))
-    if stats.leeches:
-        console.print(Text(f"Leeches (≥{LEECH_LAPSES} lapses): rewrite your notes on these", style="bold red"))
-        for qid, lapses in stats.leeches:
-            prompt = prompts.get(qid, "")
-            short = (prompt.splitlines()[0][:70] if prompt else "")
-            console.print(Text(f"  {qid} — {lapses} lapses" + (f" — {short}" if short else "")))
-    else:
+
+def _render_leeches(stats: Stats, console: Any, prompts: Mapping[str, str]) -> None:
+    from rich.text import Text
+
+    if not stats.leeches:
         console.print(Text("No leeches.", style="dim"))
+        return
+    console.print(Text(f"Leeches (≥{LEECH_LAPSES} lapses): rewrite your notes on these", style="bold red"))
+    for qid, lapses in stats.leeches:
+        prompt = prompts.get(qid, "")
+        short = (prompt.splitlines()[0][:70] if prompt else "")
+        console.print(Text(f"  {qid} — {lapses} lapses" + (f" — {short}" if short else "")))
+
+
+def _render_weakest(stats: Stats, console: Any) -> None:
+    """The weakest topics and the rule that ranks them, with the topics it leaves out and why."""
+    from rich.text import Text
+
+    if not stats.by_topic:
+        return
+    if stats.weakest:
+        names = ", ".join(f"{r.topic} ({r.retention:.0%})" for r in stats.weakest)
+        console.print(Text(f"Weakest topics: {names}", style="yellow"))
+    else:
+        console.print(Text("Weakest topics: none", style="green"))
+    console.print(Text(f"  weak = {WEAKEST_RULE}", style="dim"))
+    if stats.unranked:
+        few = ", ".join(f"{r.topic} ({r.reviews})" for r in stats.unranked)
+        console.print(Text(f"  not ranked yet (fewer reviews): {few}", style="dim"))
 
 
 def show_stats(bank: Path | None = None, *, console: Any = None, now: datetime | None = None) -> None:

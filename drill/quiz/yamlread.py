@@ -7,13 +7,24 @@ the line of the mapping and of each key, and records duplicate keys, which
 YAML itself would silently overwrite (a second `prompt:` must be an error).
 Only the safe constructors are registered: no Python objects, ever.
 
+A bank is untrusted input (downloaded, shared), so reading one is bounded:
+regular files only (not /dev/zero, a FIFO or a folder), at most
+MAX_FILE_BYTES each, no anchors or aliases (747 bytes of nested aliases
+expand to gigabytes), nesting at most MAX_DEPTH deep, and only plain data:
+text, numbers (integers of at most MAX_INT_DIGITS digits), true/false, null,
+lists and mappings. Dates are text (`2024-13-45` is not a broken timestamp but
+a string), and every other tag is refused. Whatever goes wrong is a
+YamlSyntaxError with the line, never a traceback.
+
 PyYAML itself is imported on the first parse, not with this module: a quiz
-that starts from the parse cache (every start but the first) never needs it.
+that starts from the bank cache (every start but the first) never needs it.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,7 +48,32 @@ class LineDict(dict):
         return self.key_lines.get(key, self.line)
 
 
+MAX_FILE_BYTES = 1 << 20
+MAX_DEPTH = 64
+MAX_INT_DIGITS = 30
+_PLAIN_TAGS = frozenset(f"tag:yaml.org,2002:{name}" for name in ("str", "int", "float", "bool", "null", "seq", "map"))
+_TIMESTAMP = "tag:yaml.org,2002:timestamp"
+
+
+class _Refused(Exception):
+    """Raised inside the loader; read_yaml turns it into a YamlSyntaxError at `line`."""
+
+    def __init__(self, line: int, message: str) -> None:
+        super().__init__(message)
+        self.line = line
+        self.message = message
+
+
+def _line(node: Any) -> int:
+    mark = getattr(node, "start_mark", None)
+    return mark.line + 1 if mark is not None else 0
+
+
 def _construct_mapping(loader: Any, node: yaml.MappingNode) -> Any:
+    import yaml
+
+    if not isinstance(node, yaml.MappingNode):
+        raise _Refused(_line(node), "a !!map tag on something that is not a mapping; remove the tag")
     data = LineDict()
     data.line = node.start_mark.line + 1
     yield data
@@ -55,15 +91,105 @@ def _construct_mapping(loader: Any, node: yaml.MappingNode) -> Any:
         data.key_lines[key] = line
 
 
+def _construct_int(loader: Any, node: Any) -> int:
+    text = str(node.value)
+    if sum(c.isdigit() for c in text) > MAX_INT_DIGITS:
+        raise _Refused(_line(node), f"an integer with more than {MAX_INT_DIGITS} digits; write a large number as e.g. 1.5e+24")
+    try:
+        return loader.construct_yaml_int(node)
+    except (ValueError, TypeError):
+        raise _Refused(_line(node), f"{text[:40]!r} is not a whole number; remove the !!int tag or fix the number") from None
+
+
+def _checked(constructor_name: str, what: str):  # type: ignore[no-untyped-def]
+    """A SafeConstructor scalar constructor whose ValueError/KeyError becomes a message at the line."""
+
+    def construct(loader: Any, node: Any) -> Any:
+        try:
+            return getattr(loader, constructor_name)(node)
+        except (ValueError, TypeError, KeyError):
+            raise _Refused(_line(node), f"{str(node.value)[:40]!r} is not {what}; remove the tag or fix the value") from None
+
+    return construct
+
+
+def _refuse_tag(loader: Any, node: Any) -> Any:
+    tag = str(node.tag).replace("tag:yaml.org,2002:", "!!")
+    raise _Refused(_line(node), f"the tag {tag} is not allowed in a question bank (plain data only: text, numbers, "
+                                "true/false, lists, mappings); remove it")
+
+
 @lru_cache(maxsize=1)
 def _line_loader() -> type:
-    """The SafeLoader subclass (C-accelerated when libyaml is present) that builds LineDicts."""
+    """The SafeLoader subclass (C-accelerated when libyaml is present) that builds LineDicts:
+    plain data only, dates left as text."""
     import yaml
 
     base: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    loader = type("_LineLoader", (base,), {})
+    resolvers = {first: [(tag, regexp) for tag, regexp in items if tag != _TIMESTAMP]
+                 for first, items in base.yaml_implicit_resolvers.items()}
+    loader = type("_LineLoader", (base,), {"yaml_implicit_resolvers": resolvers})
+    loader.yaml_constructors = {}  # start from nothing: only what is listed here exists
     loader.add_constructor("tag:yaml.org,2002:map", _construct_mapping)
+    loader.add_constructor("tag:yaml.org,2002:seq", base.construct_yaml_seq)
+    loader.add_constructor("tag:yaml.org,2002:str", base.construct_yaml_str)
+    loader.add_constructor("tag:yaml.org,2002:null", base.construct_yaml_null)
+    loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+    loader.add_constructor("tag:yaml.org,2002:float", _checked("construct_yaml_float", "a number"))
+    loader.add_constructor("tag:yaml.org,2002:bool", _checked("construct_yaml_bool", "true or false"))
+    loader.add_constructor(None, _refuse_tag)
     return loader
+
+
+def _read_bounded(path: Path) -> bytes:
+    """The bytes of a regular file of at most MAX_FILE_BYTES; never blocks on a FIFO or
+    reads a device forever."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise YamlSyntaxError(0, f"cannot read the file: {exc.strerror}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError as exc:
+        os.close(fd)
+        raise YamlSyntaxError(0, f"cannot read the file: {exc.strerror}") from None
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        what = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a device" if (
+            stat.S_ISCHR(mode) or stat.S_ISBLK(mode)) else "a socket" if stat.S_ISSOCK(mode) else "not a file"
+        raise YamlSyntaxError(0, f"not a regular file ({what}); a bank is made of .yaml files")
+    with os.fdopen(fd, "rb") as handle:
+        try:
+            data = handle.read(MAX_FILE_BYTES + 1)
+        except OSError as exc:
+            raise YamlSyntaxError(0, f"cannot read the file: {exc.strerror}") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise YamlSyntaxError(0, f"the file is larger than {MAX_FILE_BYTES // 1024} KiB; split it into topic files")
+    return data
+
+
+def _check_events(text: str, loader_class: type) -> None:
+    """Refuse anchors, aliases and deep nesting while streaming parse events, before
+    anything is built (an alias bomb is refused at its first anchor, in constant memory)."""
+    import yaml
+
+    depth = 0
+    loader = loader_class(text)
+    try:
+        while loader.check_event():
+            event = loader.get_event()
+            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+                name = getattr(event, "anchor", "") or ""
+                raise YamlSyntaxError(_line(event), f"anchors and aliases (&{name}, *{name}) are not allowed in a "
+                                                    "question bank; write the value out")
+            if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise YamlSyntaxError(_line(event), f"nested more than {MAX_DEPTH} levels deep; flatten it")
+            elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+                depth -= 1
+    finally:
+        loader.dispose()
 
 
 class YamlSyntaxError(Exception):
@@ -75,10 +201,7 @@ class YamlSyntaxError(Exception):
 
 def read_yaml(path: Path) -> Any:
     """Parse one YAML file into plain data with LineDicts; raise YamlSyntaxError with a line."""
-    try:
-        text = path.read_bytes()
-    except OSError as exc:
-        raise YamlSyntaxError(0, f"cannot read the file: {exc.strerror}") from None
+    text = _read_bounded(path)
     try:
         text_str = text.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -86,14 +209,13 @@ def read_yaml(path: Path) -> Any:
     import yaml
 
     try:
+        _check_events(text_str, _line_loader())
         return yaml.load(text_str, Loader=_line_loader())  # noqa: S506 - a SafeLoader subclass
-    except yaml.constructor.ConstructorError as exc:
-        # Only the safe constructors exist, so an unknown tag is the one way to get here:
-        # !!python/object is an attempt to run code, not a typo in indentation.
+    except _Refused as exc:
+        raise YamlSyntaxError(exc.line, exc.message) from None
+    except yaml.constructor.ConstructorError as exc:  # e.g. !!seq on a scalar
         line = exc.problem_mark.line + 1 if exc.problem_mark is not None else 0
-        tag = re.search(r"tag '([^']*)'", exc.problem or "")
-        shown = tag.group(1).replace("tag:yaml.org,2002:", "!!") if tag else "this tag"
-        raise YamlSyntaxError(line, f"tags like !!python/... are not allowed in a question bank (plain data only): remove {shown}") from None
+        raise YamlSyntaxError(line, f"{exc.problem or 'a value YAML cannot build'}; keep to plain data (remove the tag)") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         if exc.context_mark is not None and "quoted scalar" in (exc.context or ""):
@@ -115,30 +237,5 @@ def read_yaml(path: Path) -> Any:
         raise YamlSyntaxError(line, f"YAML syntax error: {what}{started}; check indentation and quoting") from None
     except yaml.YAMLError as exc:
         raise YamlSyntaxError(0, f"YAML error: {exc}") from None
-
-
-# --- a marshal-friendly form for the parsed-bank cache ------------------------
-# A LineDict becomes a tuple (line, [(key, key_line, value), ...]); the loader
-# never produces tuples otherwise, so the round trip is unambiguous.
-
-
-def freeze(value: Any) -> Any:
-    if isinstance(value, LineDict):
-        return (value.line, [(k, value.key_lines.get(k, value.line), freeze(v)) for k, v in value.items()])
-    if isinstance(value, list):
-        return [freeze(v) for v in value]
-    return value
-
-
-def thaw(value: Any) -> Any:
-    if isinstance(value, tuple):
-        line, items = value
-        data = LineDict()
-        data.line = int(line)
-        for key, key_line, item in items:
-            data[key] = thaw(item)
-            data.key_lines[key] = int(key_line)
-        return data
-    if isinstance(value, list):
-        return [thaw(v) for v in value]
-    return value
+    except (ValueError, TypeError, KeyError, RecursionError, MemoryError) as exc:  # a constructor we did not foresee
+        raise YamlSyntaxError(0, f"cannot read this YAML ({type(exc).__name__}); keep to plain text, numbers, lists and mappings") from None

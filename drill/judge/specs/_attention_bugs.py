@@ -74,6 +74,23 @@ D = {
                   "Let broadcasting do it: scores.masked_fill(~mask, ...) accepts every legal shape. If you need "
                   "explicit dims (a loop over heads or query rows), take torch.broadcast_to(mask, scores.shape) first "
                   "and slice that."),
+        Diagnosis("softmax_discarded", "Softmax computed, then not used",
+                  "The attention weights are softmax(scores). Your output is the raw scores times v: the weights are "
+                  "neither positive nor summing to 1, so the softmax's result was computed and then dropped (a variable "
+                  "reassigned or shadowed, or the scores' name used in the last matmul).",
+                  "Multiply v by the probabilities: p = torch.softmax(scores, dim=-1); return p @ v (check which "
+                  "variable reaches the last matmul)."),
+        Diagnosis("mask_ignored", "Mask accepted but never applied",
+                  "Your output equals attention with no mask at all: the mask argument is taken and has no effect. "
+                  "Usually masked_fill (which returns a new tensor) whose result is dropped, or a mask applied to a copy "
+                  "of the scores that the softmax never sees.",
+                  "Keep the result: scores = scores.masked_fill(~mask, float('-inf')) (or the in-place masked_fill_), "
+                  "then take the softmax of that same `scores`."),
+        Diagnosis("mask_none_unhandled", "mask=None not handled",
+                  "The mask is optional: None means every key may be attended. Your code uses it without checking for "
+                  "None (~mask, mask == 0 handed to masked_fill, mask.dim()), so every call without a mask raises "
+                  "while every masked test runs.",
+                  "Guard the masking step: if mask is not None: scores = scores.masked_fill(~mask, float('-inf'))."),
     ]
 }
 
@@ -284,6 +301,32 @@ def _fitted_scale(case_args, got):
     return closest(got, [_guard(attend(q, k, v, mask, scale=c), mask) for c in scales])
 
 
+def _softmax_discarded(scaled: bool):
+    """The scaled (or raw) scores used as weights: the output is scores @ v, no softmax.
+
+    With a mask, a blocked key's logit holds whatever the code filled in
+    (-inf gives inf/NaN, -1e9 a huge value, or the raw score if the fill went
+    to a copy), so rows with any blocked key are left unknown.
+    """
+
+    def fn(q, k, v, mask, dtype):
+        s = q @ k.transpose(-2, -1)
+        if scaled:
+            s = s / math.sqrt(q.shape[-1])
+        o = s @ v
+        if mask is None:
+            return o
+        blocked = ~mask.all(dim=-1, keepdim=True)
+        return o, torch.broadcast_to(blocked, (*o.shape[:-1], 1)).expand(o.shape).clone()
+
+    return fn
+
+
+def _mask_ignored(q, k, v, mask, dtype):
+    """Attention as if no mask were given (None when there is none: the mistake cannot show)."""
+    return None if mask is None else attend(q, k, v, None)
+
+
 ATTENTION_VARIANTS = [
     ("missing_scale", "no scaling", _scale(lambda dk, dv: 1.0)),
     ("scale_after_softmax", "probabilities divided by sqrt(d_k) after an unscaled softmax", _scale_after),
@@ -302,4 +345,8 @@ ATTENTION_VARIANTS = [
     ("mask_inf_times_zero", "bias -inf * (~mask) added to the logits", _masked("inf_times", guard=True)),
     ("fp16_fill_overflow", "fill became -inf in fp16", _masked("neg_inf", only_fp16=True)),
     ("no_max_subtraction", "exp without max subtraction", _naive),
+    # Issue 18: mistakes seen in real code, drawn after the planted ones (ties keep the older names).
+    ("softmax_discarded", "scaled scores @ v, the softmax's result unused", _softmax_discarded(True)),
+    ("softmax_discarded", "unscaled scores @ v, the softmax's result unused", _softmax_discarded(False)),
+    ("mask_ignored", "the mask has no effect", _mask_ignored),
 ]

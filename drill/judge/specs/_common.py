@@ -27,6 +27,7 @@ moves the output by far more than these bounds on the cases built to reveal it.
 from __future__ import annotations
 
 import random
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -97,15 +98,43 @@ def reference_with_grads(case: Case, forward: Callable[..., torch.Tensor]) -> tu
         # sum(out * upstream) has exactly the gradient `upstream`; unlike
         # out.backward(upstream) it does not import torch.fx's symbolic_shapes
         # (0.5 s measured on torch 2.13), which matters for `drill check` start-up.
-        # A tuple output (case.outputs) sums that over the elements that have an upstream.
-        pairs = zip(out, case.upstream) if case.outputs else [(out, case.upstream)]
-        sum((o * u.float()).sum() for o, u in pairs if u is not None).backward()
+        (out * case.upstream.float()).sum().backward()
         for name in case.grad_inputs:
             grads["input:" + name] = args[name].grad.detach().clone()
         if case.grad_params:
-            for path, t in params.items():
-                grads["param:" + path] = t.grad.detach().clone()
-    return (tuple(o.detach() for o in out) if case.outputs else out.detach()), grads
+            for path, t in params.items():  # a parameter the output does not depend on has gradient zero
+                grads["param:" + path] = t.grad.detach().clone() if t.grad is not None else torch.zeros_like(t)
+    return out.detach(), grads
+
+
+class one_thread:
+    """Run tiny tensor work on one intra-op thread, restoring the count after.
+
+    Some CPU kernels (measured on a loaded 2-core machine: index_add 0.1 s
+    per call instead of 10 us, tril and softmax on 8x8 inputs 13 ms) hand
+    even tiny inputs to the OpenMP pool, whose threads then wait for a busy
+    core; every tensor the grader's parent builds is tiny. The count is a
+    process-wide setting and `drill check DIR` grades on several threads at
+    once, so nested and concurrent uses share one count: the first to enter
+    saves it, the last to leave restores it.
+    """
+
+    _lock = threading.Lock()
+    _depth = 0
+    _saved = 1
+
+    def __enter__(self) -> None:
+        with one_thread._lock:
+            if one_thread._depth == 0:
+                one_thread._saved = torch.get_num_threads()
+                torch.set_num_threads(1)
+            one_thread._depth += 1
+
+    def __exit__(self, *exc: object) -> None:
+        with one_thread._lock:
+            one_thread._depth -= 1
+            if one_thread._depth == 0:
+                torch.set_num_threads(one_thread._saved)
 
 
 def tolerance_for(case: Case) -> Tolerance:
@@ -174,25 +203,19 @@ def module_case(
 
 def call_case(
     d: Draw, name: str, target: str, args: dict[str, Any], *, dtype: str = "float32", grads: tuple[str, ...] = (),
-    out_shape: Any = None, out_dtype: Any = None, care: Any = None, ctx: dict[str, Any] | None = None,
-    outputs: tuple[str, ...] = (), module_attrs: dict[str, Any] | None = None,
+    out_shape: Sequence[int] | None = None, out_dtype: Any = None, care: Any = None, ctx: dict[str, Any] | None = None,
+    module_attrs: dict[str, Any] | None = None,
 ) -> Case:
     """A KIND_CALL case: `target(*args)` (args already drawn); `grads` names the args whose gradients are graded.
 
     The upstream gradient (of `out_shape`, default the first arg's shape; `()`
     for a scalar loss) is drawn here, last. `out_dtype` defaults to `dtype`'s.
-    For a tuple output (`outputs`, spec.Case), `out_dtype` is a tuple and,
-    with `grads`, `out_shape` holds one shape per element (None: no gradient
-    flows back from that element); the upstreams are drawn in that order.
+    `module_attrs`: module-level names the grader sets for this call (spec.Case.module_attrs).
     """
-    if outputs:
-        upstream = tuple(None if sh is None else d.normal(*sh) for sh in out_shape) if grads else None
-    else:
-        shape = tuple(out_shape) if out_shape is not None else tuple(next(iter(args.values())).shape)
-        upstream = d.normal(*shape) if grads else None
+    shape = tuple(out_shape) if out_shape is not None else tuple(next(iter(args.values())).shape)
     return Case(
         name=name, target=target, kind=KIND_CALL, args=args, grad_inputs=tuple(grads),
-        upstream=upstream, care=care, outputs=tuple(outputs), module_attrs=dict(module_attrs or {}),
+        upstream=d.normal(*shape) if grads else None, care=care, module_attrs=dict(module_attrs or {}),
         out_dtype=out_dtype if out_dtype is not None else DTYPES[dtype], ctx={"dtype": dtype, **(ctx or {})},
     )
 
@@ -246,3 +269,24 @@ def causal_mask(t_q: int, t_k: int | None = None) -> torch.Tensor:
     """
     t_k = t_q if t_k is None else t_k
     return torch.ones(t_q, t_k, dtype=torch.bool).tril(diagonal=t_k - t_q)
+def twice_probes(cases: list[Case], n: int = 3) -> list[Case]:
+    """Mark the first `n` plain fp32 cases as determinism probes; returns `cases` (draws nothing).
+
+    The child then calls the same function or module instance a second time
+    on fresh copies of the same inputs, after the graded call and its
+    backward, and the parent compares the two outputs
+    (`diagnose.nondeterministic_failure`): dropout left active, or any random
+    op, is named directly instead of showing as wrong values everywhere.
+    Several cases, because a dropout mask over a few dozen elements can
+    happen to drop nothing (p = 0.1 over 16 elements: 19% of draws).
+    Only cases graded on their raw output (no repeat call, no derived
+    property) qualify; a second call costs one more forward of a tiny input.
+    """
+    marked = 0
+    for case in cases:
+        if marked == n:
+            break
+        if case.ctx.get("dtype") == "float32" and case.repeat is None and case.derive is None and case.kind in ("call", "module"):
+            case.extra = {**case.extra, "twice": True}
+            marked += 1
+    return cases

@@ -36,6 +36,13 @@ KD = {
                   "The returned cache must hold keys *after* RoPE (the reference cache and any later call assume it); "
                   "yours stores raw keys, so a cache from elsewhere is rotated twice, or yours is read as if rotated.",
                   "Rotate the new keys at their positions first, then append them to the cache; never rotate cached keys again."),
+        Diagnosis("kv_rope_positions_shifted", "New tokens' positions shifted by T_new",
+                  "The new tokens sit at T_past .. T_past + T_new - 1; yours are rotated T_new further along, as if "
+                  "T_past were read after the new keys were appended (k_all.shape[2] instead of past_kv[0].shape[2]). "
+                  "A single call still looks right (RoPE depends on relative positions), but the cached keys hold the "
+                  "wrong angles and every later call sees them at the wrong distance.",
+                  "Read T_past from past_kv before appending anything (0 without a cache) and rotate the new tokens at "
+                  "torch.arange(T_past, T_past + T_new)."),
         Diagnosis("kv_rope_on_values", "RoPE applied to the values",
                   "Only queries and keys are rotated: RoPE encodes relative position in the scores; rotated values "
                   "mix features of the output.",
@@ -44,10 +51,10 @@ KD = {
 }
 
 
-def _rope(t: Tensor, positions: Tensor, base: float) -> Tensor:
+def _rope(t: Tensor, positions: Tensor, base: float, convention: str = "half") -> Tensor:
     from drill.reference.rope import apply_rope
 
-    return apply_rope(t, positions, base, "half", impl="math")
+    return apply_rope(t, positions, base, convention, impl="math")
 
 
 
@@ -64,6 +71,8 @@ def replay(
     scale_after: bool = False,
     strided: bool = False,
     stale: str | None = None,
+    shifted: bool = False,
+    convention: str | None = None,
 ) -> Tensor:
     """The chain case's chosen output as the buggy code computes it (fp32).
 
@@ -76,6 +85,8 @@ def replay(
     strided: heads split (and merged) as (d_head, heads): head h reads every heads-th feature.
     stale: a RoPE cos/sin cache keyed without the positions; the key of ctx["stale"] (see
     `annotate_stale`) giving, per call, the positions whose angles the cache returns.
+    shifted: new tokens rotated at T_past + T_new .. T_past + 2 T_new - 1 (T_past read after appending).
+    convention: the RoPE pairing used (default: the file's declared one, ctx["convention"], "half" when unset).
     """
     from drill.reference.attention import sdpa
 
@@ -86,21 +97,24 @@ def replay(
     past = (a["past_k"].float(), a["past_v"].float()) if extra.get("past") else None
     outs, start = [], 0
     stale_positions = ctx["stale"][stale] if stale else None
+    conv = convention or ctx.get("convention", "half")
     for i, n in enumerate(extra["calls"]):
         xc = x[:, start : start + n]
         q, k, v = (split_heads(F.linear(xc, w), n_h, strided) for w, n_h in ((wq, h), (wk, h_kv), (wv, h_kv)))
         t_past = 0 if past is None else past[0].shape[2]
         pos = torch.arange(n) if restart else torch.arange(t_past, t_past + n)
+        if shifted:
+            pos = pos + n
         if stale_positions is not None:
             pos = stale_positions[i]
-        q, k_rot = _rope(q, pos, base), _rope(k, pos, base)
+        q, k_rot = _rope(q, pos, base, conv), _rope(k, pos, base, conv)
         if rope_v:
-            v = _rope(v, pos, base)
+            v = _rope(v, pos, base, conv)
         past_k, past_v = (past if past is not None else (k.new_zeros(*k.shape[:2], 0, k.shape[3]),) * 2)
         v_all = torch.cat([past_v, v], dim=2)
         if unrotated == "rerotate":
             cache_k = torch.cat([past_k, k], dim=2)
-            k_att = _rope(cache_k, torch.arange(cache_k.shape[2]), base)
+            k_att = _rope(cache_k, torch.arange(cache_k.shape[2]), base, conv)
         elif unrotated == "append":
             k_att, cache_k = torch.cat([past_k, k_rot], dim=2), torch.cat([past_k, k], dim=2)
         else:
@@ -172,7 +186,20 @@ KV_VARIANTS = [
     ("kv_cache_unrotated_keys", "raw keys appended to the cache", {"unrotated": "append"}),
     ("kv_cache_unrotated_keys", "raw keys cached, whole cache re-rotated every call", {"unrotated": "rerotate"}),
     ("kv_rope_on_values", "values rotated too", {"rope_v": True}),
+    # Issue 18: a mistake seen in real code, after the planted ones.
+    ("kv_rope_positions_shifted", "positions T_past + T_new .. T_past + 2 T_new - 1", {"shifted": True}),
 ]
+
+
+def convention_swapped(declared_is: str):
+    """The other convention's RoPE inside the cache, when the file declares `declared_is` (None otherwise)."""
+    from drill.judge.specs._rope_bugs import other
+
+    def fn(case: Case) -> Tensor | None:
+        declared = case.ctx.get("convention", "half")
+        return None if declared != declared_is else replay(case, convention=other(declared))
+
+    return fn
 
 
 def missing_scale(case: Case) -> Tensor:

@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from drill.judge.registry import default
-from drill.judge.spec import Diagnosis
+from drill.judge.spec import Case, Diagnosis, Tolerance
 
 DEFAULT_BASE = default("rope", "base")  # what code that ignores `base` uses
 
@@ -52,8 +52,64 @@ RD = {
                   "With bf16/fp16 input the angles position * theta were rounded to the input's dtype; "
                   "at position ~10000 bf16 can only hold multiples of 64, so the rotation is badly off.",
                   "Compute positions.float() * inv_freq (fp32), take cos/sin in fp32, and cast only the result."),
+        Diagnosis("rope_low_precision_positions", "Positions rounded to the input's half dtype",
+                  "positions.to(x.dtype) (or .type_as(x)) rounds every position before the multiply: bf16 holds "
+                  "integers exactly only up to 256 and fp16 up to 2048, so position 10000 becomes a multiple of 64 in "
+                  "bf16. The angles are then computed in fp32, but for the wrong positions.",
+                  "Convert with positions.float() (or .to(torch.float32)), never to x's dtype; cast only the rotated "
+                  "result back to x.dtype."),
+        Diagnosis("rope_convention_mixed", "Pairs and frequencies from different conventions",
+                  "Your code rotates the pairs of one convention with the cos/sin table laid out for the other: "
+                  "interleaved pairs (2i, 2i+1) with the half layout's cat((freqs, freqs)) table (or half pairs with "
+                  "each frequency repeated in place), so the two features of a pair turn by different frequencies. "
+                  "That is not a rotation: vector norms change and scores stop depending on relative position only.",
+                  "Lay the table out like your pairs: interleaved pairs take freqs.repeat_interleave(2, dim=-1); "
+                  "half pairs (rotate_half) take torch.cat((freqs, freqs), dim=-1). A complex multiply "
+                  "(torch.polar, view_as_complex) pairs features and frequencies together by construction."),
     ]
 }
+
+
+ANGLE_ERROR_PER_POSITION = 3e-7  # measured spread of correct fp32-angle solutions ~1e-7 x position
+POSITION_BUCKETS = tuple(2**k for k in range(10, 18))  # 1024 .. 131072
+
+
+def position_bucket(max_position: int) -> int:
+    """The tolerance bucket of a case whose largest position is `max_position` (the key "<dtype>@<bucket>")."""
+    return next((b for b in POSITION_BUCKETS if max_position <= b), POSITION_BUCKETS[-1])
+
+
+def position_tolerances(base: dict[str, Tolerance]) -> dict[str, Tolerance]:
+    """`base` plus "<dtype>@<bucket>" entries whose atol grows with the largest position (fp32 angle spacing)."""
+    table = dict(base)
+    for dtype in ("float32", "float16", "bfloat16"):
+        for b in POSITION_BUCKETS:
+            table[f"{dtype}@{b}"] = Tolerance(atol=base[dtype].atol + ANGLE_ERROR_PER_POSITION * b, rtol=base[dtype].rtol)
+    return table
+
+
+def apply_convention(cases: list[Case], attrs: dict, default_convention: str) -> tuple | None:
+    """A spec's `prepare` for a file-level CONVENTION (rope, decoder_block): keep the declared one's expectations.
+
+    Each case holds both conventions' (expected, grads) in ctx["alt"]; a
+    missing CONVENTION means `default_convention`; any other value than the
+    two known ones is refused as `rope_convention_invalid`, one line.
+    """
+    info = attrs.get("CONVENTION") or {}
+    if not info.get("present"):
+        convention, declared = default_convention, "absent"
+    else:
+        value = info.get("value")
+        if not isinstance(value, str) or value not in CONVENTIONS:
+            shown = repr(value) if info.get("type") in ("str", "int", "float", "bool", "NoneType") else f"a {info.get('type')}"
+            return RD["rope_convention_invalid"], f"CONVENTION is {shown}; expected \"half\" or \"interleaved\""
+        convention, declared = value, value
+    for case in cases:
+        case.ctx["convention"], case.ctx["declared"] = convention, declared
+        alt = case.ctx.get("alt")
+        if alt is not None:
+            case.expected, case.expected_grads = alt[convention]
+    return None
 
 
 def other(convention: str) -> str:
@@ -142,6 +198,35 @@ def _base_ignored(x, positions, base, convention):
     return rotate(x, positions, DEFAULT_BASE, convention)
 
 
+def _positions_rounded(x, positions, base, convention):
+    """Positions cast to x's half dtype, the rest exact (fp32 angles of rounded positions)."""
+    if x.dtype not in (torch.float16, torch.bfloat16):
+        return None
+    return rotate(x, positions.to(x.dtype), base, convention)
+
+
+def mixed(pairs: str):
+    """The pairs of convention `pairs` turned by the other convention's per-feature frequency layout.
+
+    Independent of the declared convention: wrong for either. Computed in
+    float64, like `rotate`.
+    """
+
+    def fn(x, positions, base, convention):
+        d = x.shape[-1]
+        inv_freq = float(base) ** (-(2.0 * torch.arange(d // 2, dtype=torch.float64) / d))
+        angles = positions.to(torch.float64)[:, None] * inv_freq[None, :]
+        layout = torch.cat([angles, angles], dim=-1) if pairs == "interleaved" else angles.repeat_interleave(2, dim=-1)
+        xf = x.to(torch.float64)
+        if pairs == "interleaved":
+            turned = torch.stack([-xf[..., 1::2], xf[..., 0::2]], dim=-1).flatten(-2)
+        else:
+            turned = torch.cat([-xf[..., d // 2 :], xf[..., : d // 2]], dim=-1)
+        return xf * layout.cos() + turned * layout.sin()
+
+    return fn
+
+
 ROPE_VARIANTS = [
     ("rope_convention_swapped", "your math pairs features the 'interleaved' way (2i, 2i+1) but the file declares "
      "'half' or no CONVENTION: declare CONVENTION = \"interleaved\"", _swapped("half")),
@@ -156,4 +241,9 @@ ROPE_VARIANTS = [
      lambda x, p, b, c: rotate_low_precision(x, p, b, c, where="angles")),
     ("rope_low_precision_angles", "inv_freq cast to the input dtype",
      lambda x, p, b, c: rotate_low_precision(x, p, b, c, where="inv_freq")),
+    # Issue 18: mistakes seen in real code, after the planted ones.
+    ("rope_low_precision_positions", "positions cast to the input dtype before an fp32 multiply", _positions_rounded),
+    ("rope_convention_mixed", "interleaved pairs (2i, 2i+1) with the half layout's cat((freqs, freqs)) table",
+     mixed("interleaved")),
+    ("rope_convention_mixed", "half pairs (i, i + d/2) with each frequency repeated in place", mixed("half")),
 ]

@@ -16,7 +16,15 @@ import torch
 
 from drill.judge.spec import FORBIDDEN_ATTENTION, FORBIDDEN_ATTENTION_CLASSES, Bug, Case, Spec
 from drill.judge.specs._attention_bugs import ATTENTION_VARIANTS, D, _fitted_scale, _guard, attend, named_scales
-from drill.judge.specs._common import TOLERANCES, Draw, causal_mask, reference_with_grads, repeat_probe, variant_bugs
+from drill.judge.specs._common import (
+    TOLERANCES,
+    Draw,
+    causal_mask,
+    reference_with_grads,
+    repeat_probe,
+    twice_probes,
+    variant_bugs,
+)
 
 TARGET = "scaled_dot_product_attention"
 
@@ -131,7 +139,7 @@ def make_cases(seed: int) -> list[Case]:
         _case("fp32 single query (T_q=1) with padding mask", d.normal(3, 2, 1, 8), d.normal(3, 2, tk, 8),
               d.normal(3, 2, tk, 8), pad, draw=d, grads=True)
     )
-    return cases + _mask_shape_cases(d) + [_repeat_case(d)]  # each drawn after the ones before
+    return twice_probes(cases + _mask_shape_cases(d) + [_repeat_case(d)])  # each drawn after the ones before
 
 
 def _repeat_case(d: Draw) -> Case:
@@ -234,4 +242,5 @@ SPEC = Spec(
     exception_bugs=(("without overflow", D["fp16_fill_overflow"]),),
     forbidden=FORBIDDEN_ATTENTION,
     forbidden_classes=FORBIDDEN_ATTENTION_CLASSES,
+    absent_arg_bugs=(("mask", D["mask_none_unhandled"]),),
 )

@@ -1,7 +1,8 @@
 """Hidden tests for `flash_attention`: flash_attention(q, k, v, causal=False) -> (out, lse), tiled.
 
 Two kinds of case:
-- values: `out` and `lse` against the reference (drill.reference.attention_lse)
+- values: `out` and `lse` (one element per case, the pair on the same inputs:
+  `Case.extra["tuple"]`, as moe) against the reference (drill.reference.attention_lse)
   over shapes that are not multiples of the tiles, T_q != T_k, causal with
   the bottom-right alignment in all three regimes (T_q < T_k, ==, >, and
   T_k = T_q + 1, where an off-by-one tile skip shows), rows with no visible
@@ -21,12 +22,14 @@ Bug variants re-run the tiles with the block sizes the case used
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from drill.judge import tiling
 from drill.judge.registry import default
 from drill.judge.spec import FORBIDDEN_ATTENTION, FORBIDDEN_ATTENTION_CLASSES, Bug, Case, Spec
-from drill.judge.specs._common import TOLERANCES, Draw, call_case, repeat_after
+from drill.judge.specs._common import TOLERANCES, Draw, call_case, repeat_after, twice_probes
 from drill.judge.specs._flash_bugs import FD, FLASH_VARIANTS, simulate
 
 TARGET = "flash_attention"
@@ -36,17 +39,33 @@ OWN = (default("flash_attention", "BLOCK_Q"), default("flash_attention", "BLOCK_
 
 def _value_case(d: Draw, name: str, shape: tuple[int, int, int, int, int], causal: bool, *, dtype: str = "float32",
                 blocks: tuple[int, int] | None = None, scale: float = 1.0, tol: str | None = None) -> Case:
+    """The `out` case of one input (see `_pair`, which adds its `lse` twin)."""
     b, h, t_q, t_k, dh = shape
     q = d.normal(b, h, t_q, dh, dtype=dtype, scale=scale)
     k = d.normal(b, h, t_k, dh, dtype=dtype, scale=scale)
     v = d.normal(b, h, t_k, dh, dtype=dtype)
     tiles = f"BLOCK_Q={blocks[0]}, BLOCK_K={blocks[1]}" if blocks else "your BLOCK_Q/BLOCK_K"
-    case = call_case(
-        d, f"{name}, {tiles}", TARGET, {"q": q, "k": k, "v": v, "causal": causal}, dtype=dtype, outputs=OUTPUTS,
-        out_dtype=(q.dtype, torch.float32), module_attrs=dict(zip(tiling.BLOCK_NAMES, blocks)) if blocks else None,
+    return call_case(
+        d, f"{name}, {tiles}", TARGET, {"q": q, "k": k, "v": v, "causal": causal}, dtype=dtype, out_dtype=q.dtype,
+        module_attrs=dict(zip(tiling.BLOCK_NAMES, blocks)) if blocks else None,
         ctx={**({"tol": tol} if tol else {}), **({"blocks": blocks} if blocks else {})},
     )
-    return case
+
+
+def _pair(case: Case) -> list[Case]:
+    """`case` grading `out` and its twin grading `lse` on the very same inputs (one call each, in the child).
+
+    They share one memo (ctx["memo"]), so a bug variant's tiles run once for both.
+    """
+    memo: dict = {}
+    pair = []
+    for pick, what in enumerate(OUTPUTS):
+        twin = dataclasses.replace(
+            case, name=f"{case.name}: {what}", out_dtype=case.out_dtype if what == "out" else torch.float32,
+            ctx={**case.ctx, "what": what, "pick": pick, "memo": memo},
+            extra={**case.extra, "tuple": {"names": list(OUTPUTS), "pick": pick}})
+        pair.append(twin)
+    return pair
 
 
 def _off_tile(d: Draw, lo: int, hi: int, *blocks: int) -> int:
@@ -62,48 +81,48 @@ def make_cases(seed: int) -> list[Case]:
     cases: list[Case] = []
     tq = _off_tile(d, 70, 100, 16, 32, 64)
     tk = tq + _off_tile(d, 5, 40, 16, 32, 64)
-    cases.append(_value_case(d, f"fp32 T_q={tq} != T_k={tk}, not causal", (2, 2, tq, tk, d.choice([16, 32])), False))
+    cases += _pair(_value_case(d, f"fp32 T_q={tq} != T_k={tk}, not causal", (2, 2, tq, tk, d.choice([16, 32])), False))
     tk = _off_tile(d, 33, 50, 16)
     tq = tk + _off_tile(d, 5, 25, 16)
-    cases.append(_value_case(d, f"fp32 T_q={tq} > T_k={tk}, d=8, not causal", (1, 3, tq, tk, 8), False,
+    cases += _pair(_value_case(d, f"fp32 T_q={tq} > T_k={tk}, d=8, not causal", (1, 3, tq, tk, 8), False,
                              blocks=(16, 16)))
     t = _off_tile(d, 40, 62, 16, 32)
-    cases.append(_value_case(d, f"fp32 causal T_q = T_k = {t}", (2, 1, t, t, 16), True, blocks=(16, 32)))
+    cases += _pair(_value_case(d, f"fp32 causal T_q = T_k = {t}", (2, 1, t, t, 16), True, blocks=(16, 32)))
     t = _off_tile(d, 40, 62, 16)
-    cases.append(_value_case(d, f"fp32 causal T_q = T_k = {t}", (1, 2, t, t, 16), True, blocks=(16, 16)))
+    cases += _pair(_value_case(d, f"fp32 causal T_q = T_k = {t}", (1, 2, t, t, 16), True, blocks=(16, 16)))
     tq = _off_tile(d, 20, 45, 16, 32)
     tk = tq + _off_tile(d, 20, 40, 16, 32)
-    cases.append(_value_case(d, f"fp32 causal T_q={tq} < T_k={tk} (bottom-right)", (1, 2, tq, tk, 16), True,
+    cases += _pair(_value_case(d, f"fp32 causal T_q={tq} < T_k={tk} (bottom-right)", (1, 2, tq, tk, 16), True,
                              blocks=(32, 16)))
     tk = _off_tile(d, 12, 28, 16)
     tq = tk + _off_tile(d, 20, 30, 16)  # rows 0 .. tq-tk-1 see no key; the boundary is inside a query tile
-    cases.append(_value_case(d, f"fp32 causal T_q={tq} > T_k={tk} (rows with no visible key)", (2, 1, tq, tk, 8),
+    cases += _pair(_value_case(d, f"fp32 causal T_q={tq} > T_k={tk} (rows with no visible key)", (2, 1, tq, tk, 8),
                              True, blocks=(16, 16)))
     tq = _off_tile(d, 20, 44, 16)
-    cases.append(_value_case(d, f"fp32 causal T_k = T_q + 1 = {tq + 1}", (1, 2, tq, tq + 1, 16), True,
+    cases += _pair(_value_case(d, f"fp32 causal T_k = T_q + 1 = {tq + 1}", (1, 2, tq, tq + 1, 16), True,
                              blocks=(16, 16)))
     tq, tk = _off_tile(d, 20, 40, 16), _off_tile(d, 40, 70, 16)
-    cases.append(_value_case(d, f"fp32 large logits (|q.k|/sqrt(d) ~ 1e3), T_q={tq}, T_k={tk}", (1, 2, tq, tk, 16),
+    cases += _pair(_value_case(d, f"fp32 large logits (|q.k|/sqrt(d) ~ 1e3), T_q={tq}, T_k={tk}", (1, 2, tq, tk, 16),
                              False, blocks=(16, 16), scale=30.0, tol="float32_large_logits"))
     tk = _off_tile(d, 40, 70, 16)
-    cases.append(_value_case(d, f"fp32 decode step T_q=1, causal, T_k={tk}", (2, 2, 1, tk, 16), True, blocks=(16, 16)))
+    cases += _pair(_value_case(d, f"fp32 decode step T_q=1, causal, T_k={tk}", (2, 2, 1, tk, 16), True, blocks=(16, 16)))
     tq = _off_tile(d, 50, 90, 16, 32, 64)
     tk = tq + _off_tile(d, 30, 70, 16, 32, 64)
-    cases.append(_value_case(d, f"fp32 causal T_q={tq} < T_k={tk}", (1, 2, tq, tk, 16), True))
+    cases += _pair(_value_case(d, f"fp32 causal T_q={tq} < T_k={tk}", (1, 2, tq, tk, 16), True))
     t = _off_tile(d, 33, 60, 16)
-    cases.append(_value_case(d, f"fp16 causal T_q = T_k = {t}", (1, 2, t, t, 16), True, dtype="float16",
+    cases += _pair(_value_case(d, f"fp16 causal T_q = T_k = {t}", (1, 2, t, t, 16), True, dtype="float16",
                              blocks=(16, 16)))
     tq, tk = _off_tile(d, 70, 120, 16, 32, 64), _off_tile(d, 70, 130, 16, 32, 64)
-    cases.append(_value_case(d, f"bf16 T_q={tq}, T_k={tk}, not causal", (1, 2, tq, tk, 16), False, dtype="bfloat16"))
+    cases += _pair(_value_case(d, f"bf16 T_q={tq}, T_k={tk}, not causal", (1, 2, tq, tk, 16), False, dtype="bfloat16"))
     tk = _off_tile(d, 12, 28, 16, 32)
     tq = tk + _off_tile(d, 20, 30, 16, 32)
-    cases.append(_value_case(d, f"fp16 causal T_q={tq} > T_k={tk} (rows with no visible key)", (1, 2, tq, tk, 16),
+    cases += _pair(_value_case(d, f"fp16 causal T_q={tq} > T_k={tk} (rows with no visible key)", (1, 2, tq, tk, 16),
                              True, dtype="float16", blocks=(16, 32)))
     tq, tk = _off_tile(d, 20, 40, 16), _off_tile(d, 30, 60, 16)
     probe = _value_case(d, f"repeat call: two calls, q (1,2,{tq},16), {tk} keys", (1, 2, tq, tk, 16), False,
                         blocks=(16, 16))
-    cases.append(repeat_after(d, probe, {"causal": False}))
-    return cases + _tiling_cases(seed)
+    cases += _pair(repeat_after(d, probe, {"causal": False}))
+    return twice_probes(cases) + _tiling_cases(seed)
 
 
 # The tiling cases: (name, extra, grader-set blocks or None). Lengths given per block scale with the file's own tiles.
@@ -153,7 +172,8 @@ def reference(case: Case):
     from drill.reference.flash import attention_lse
 
     a = case.args
-    return attention_lse(a["q"].float(), a["k"].float(), a["v"].float(), a["causal"], impl="math"), {}
+    both = attention_lse(a["q"].float(), a["k"].float(), a["v"].float(), a["causal"], impl="math")
+    return both[case.ctx["pick"]], {}
 
 
 def prepare(cases: list[Case], attrs: dict):
@@ -175,11 +195,16 @@ def prepare(cases: list[Case], attrs: dict):
 
 
 def _variant(knobs: dict, causal_only: bool):
+    key = tuple(sorted(knobs.items()))
+
     def run(case: Case):
         a = case.args
         if causal_only and not a["causal"]:
             return None
-        return simulate(a["q"], a["k"], a["v"], a["causal"], *case.ctx["blocks"], **knobs)
+        memo = case.ctx["memo"]
+        if (key, case.ctx["blocks"]) not in memo:  # the out and lse cases of one input share the tiles' run
+            memo[(key, case.ctx["blocks"])] = simulate(a["q"], a["k"], a["v"], a["causal"], *case.ctx["blocks"], **knobs)
+        return memo[(key, case.ctx["blocks"])][case.ctx["pick"]]
 
     return run
 

@@ -33,12 +33,14 @@ from drill.judge.specs._attention_bugs import (
     split_heads,
 )
 from drill.judge.specs._common import (
+    DTYPES,
     TOLERANCES,
     Draw,
     causal_mask,
     module_case,
     reference_with_grads,
     repeat_probe,
+    twice_probes,
     variant_bugs,
 )
 
@@ -63,7 +65,8 @@ GD = {
 }
 
 # The attention-level mistakes that make sense for causal self-attention (no user mask to invert or fully block).
-APPLICABLE = ("missing_scale", "scale_after_softmax", "wrong_scale", "softmax_wrong_axis", "mask_fill_zero", "mask_after_softmax", "no_max_subtraction")
+APPLICABLE = ("missing_scale", "scale_after_softmax", "wrong_scale", "softmax_wrong_axis", "mask_fill_zero", "mask_after_softmax", "no_max_subtraction",
+              "softmax_discarded")  # the last: a mistake of real code (issue 18)
 
 
 def _case(d: Draw, name: str, B: int, T: int, h: int, h_kv: int, dh: int, *, dtype="float32", grads=False, scale=1.0) -> Case:
@@ -83,7 +86,7 @@ def _case(d: Draw, name: str, B: int, T: int, h: int, h_kv: int, dh: int, *, dty
 def make_cases(seed: int) -> list[Case]:
     d = Draw(seed)
     T = lambda: d.int(5, 10)  # noqa: E731 - a fresh length per case
-    return [
+    return twice_probes([
         _case(d, "fp32 GQA n_heads=4, n_kv_heads=2 (group 2)", 2, T(), 4, 2, d.choice([8, 16]), grads=True),
         _case(d, "fp32 MHA n_heads=n_kv_heads=4", 2, T(), 4, 4, 8, grads=True),
         _case(d, "fp32 MQA n_heads=4, n_kv_heads=1", 2, T(), 4, 1, 8, grads=True),
@@ -94,7 +97,7 @@ def make_cases(seed: int) -> list[Case]:
         _case(d, "fp16 GQA n_heads=4, n_kv_heads=2", 2, T(), 4, 2, 16, dtype="float16"),
         _case(d, "bf16 GQA n_heads=8, n_kv_heads=2", 2, T(), 8, 2, 8, dtype="bfloat16"),
         _repeat_case(d, T()),  # drawn last: the cases above are unchanged for a seed
-    ]
+    ])
 
 
 def _repeat_case(d: Draw, t: int) -> Case:
@@ -169,6 +172,12 @@ def _fit_scale(case: Case, got):
     return closest(got, [gqa_variant(case, scale=c) for c in scales])
 
 
+def _tiles(case: Case) -> bool:
+    """Whether tiling K/V differs from grouping them here (1 < n_kv_heads < n_heads)."""
+    h, h_kv = case.ctx["n_heads"], case.ctx["n_kv_heads"]
+    return h_kv > 1 and h // h_kv > 1
+
+
 _SIZES = {
     "d_head": lambda c: c.args["x"].shape[-1] // c.ctx["n_heads"],
     "d_model": lambda c: c.args["x"].shape[-1],
@@ -189,6 +198,10 @@ BUGS = [
     Bug(D["heads_strided_split"], lambda c: gqa_variant(c, strided_split=True), "view(B, T, d_head, heads) to split"),
     *NAMED_SCALES,
     Bug(D["wrong_scale"], _fit_scale, "another factor made of the sizes", fit=True),
+    # Two independent slips at once. Alone, each reproduces only the tests the other cannot touch (MHA/MQA for
+    # the scale; T = 1 and saturated large logits for the tiling), so which one matched more depended on the seed.
+    Bug(D["missing_scale"], lambda c: gqa_variant(c, tiled=_tiles(c), scale=1.0), "no scaling; K/V heads tiled",
+        also="gqa_tiled_kv"),
 ] + [*variant_bugs(D, ATTENTION_VARIANTS, lambda fn: lambda c: gqa_variant(c, core=fn), only=APPLICABLE)]
 
 SPEC = Spec(

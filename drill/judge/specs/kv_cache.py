@@ -35,11 +35,13 @@ from drill.judge.spec import FORBIDDEN_ATTENTION, FORBIDDEN_ATTENTION_CLASSES, B
 from drill.judge.specs._attention_bugs import D as AD
 from drill.judge.specs._common import DTYPES, TOLERANCES, Draw, module_dtype, reference_with_grads, variant_bugs
 from drill.judge.diagnose import GENERIC
+from drill.judge.specs._rope_bugs import CONVENTIONS, RD, apply_convention
 from drill.judge.specs._kv_bugs import (
     KD,
     KV_VARIANTS,
     STALE_KEYS,
     annotate_stale,
+    convention_swapped,
     heads_strided,
     missing_scale,
     replay,
@@ -131,24 +133,35 @@ def make_cases(seed: int) -> list[Case]:
     cases += _scenario(d, "prompt, a chunk, then tokens", h=4, h_kv=2, dh=16, calls=[d.int(3, 5), 2, 1, 1],
                        returns=("out", "k", "v"), dtype="float16")
     annotate_stale(cases)  # for the stale-RoPE-cache variants (state_between_calls); draws nothing
+    for case in [c for c in cases if c.extra["returns"] == "out" and c.ctx["dtype"] == "float32"][:2]:
+        case.extra["twice"] = True  # determinism probes (see _common.twice_probes): the chain run a second time
     return cases
 
 
 def reference(case: Case):
-    """One full causal pass over the whole sequence (after the given cache, if any), in fp32."""
+    """One full causal pass over the whole sequence (after the given cache, if any), in fp32.
+
+    Computed for both RoPE conventions (ctx["alt"]); `prepare` keeps the one the
+    file's CONVENTION declares, as for rope. A reference-built past cache is the
+    same data for both: correct code appends to whatever rotated keys it is given.
+    """
     from drill.reference.attention import grouped_query_attention
 
     ctx, returns = case.ctx, case.extra["returns"]
 
-    def forward(a, p):
-        past = (a["past_k"], a["past_v"]) if case.extra.get("past") else None
-        out, (k, v) = grouped_query_attention(
-            a["x"], *(p[f"{n}.weight"] for n in PROJ), ctx["n_heads"], ctx["n_kv_heads"], rope_base=ctx["base"],
-            past_kv=past, impl="math",
-        )
-        return {"out": out, "k": k, "v": v}[returns]
+    def forward(convention):
+        def run(a, p):
+            past = (a["past_k"], a["past_v"]) if case.extra.get("past") else None
+            out, (k, v) = grouped_query_attention(
+                a["x"], *(p[f"{n}.weight"] for n in PROJ), ctx["n_heads"], ctx["n_kv_heads"], rope_base=ctx["base"],
+                past_kv=past, impl="math", rope_convention=convention,
+            )
+            return {"out": out, "k": k, "v": v}[returns]
 
-    return reference_with_grads(case, forward)
+        return run
+
+    ctx["alt"] = {c: reference_with_grads(case, forward(c)) for c in CONVENTIONS}
+    return ctx["alt"]["half"]
 
 
 def _bug(knobs: dict):
@@ -166,6 +179,13 @@ SPEC = Spec(
         Bug(AD["missing_scale"], missing_scale, "no 1/sqrt(d_head) scaling"),
         Bug(AD["scale_after_softmax"], scale_after_softmax, "probabilities divided by sqrt(d_head) after the softmax"),
         Bug(AD["heads_strided_split"], heads_strided, "view(B, T, d_head, heads) to split, the same layout to merge"),
+        # As in rope: the convention the math implements is not the one declared (labels say what to declare).
+        Bug(RD["rope_convention_swapped"], convention_swapped("half"),
+            "your RoPE pairs features the 'interleaved' way (2i, 2i+1) but the file declares 'half' or no "
+            "CONVENTION: declare CONVENTION = \"interleaved\""),
+        Bug(RD["rope_convention_swapped"], convention_swapped("interleaved"),
+            "your RoPE pairs features the 'half' way (i, i + d/2) but the file declares CONVENTION = "
+            "\"interleaved\": declare CONVENTION = \"half\" (or delete the line)"),
     )
     + tuple(
         Bug(GENERIC["state_between_calls"], stale_rope(label), f"{label}: a later call of the same length reuses an earlier call's angles")
@@ -174,5 +194,7 @@ SPEC = Spec(
     exception_bugs=(("without overflow", AD["fp16_fill_overflow"]),),
     forbidden=FORBIDDEN_ATTENTION,
     forbidden_classes=FORBIDDEN_ATTENTION_CLASSES,
+    report_attrs=("CONVENTION",),
+    prepare=lambda cases, attrs: apply_convention(cases, attrs, default("kv_cache", "CONVENTION")),
     audit={"name": "kv_work", "d_model": 64, "n_heads": 4, "n_kv_heads": 2, "prompt": 8, "lengths": [16, 32, 48, 64]},
 )

@@ -27,12 +27,14 @@ from drill.judge.specs._attention_bugs import (
     split_heads,
 )
 from drill.judge.specs._common import (
+    DTYPES,
     TOLERANCES,
     Draw,
     causal_mask,
     module_case,
     reference_with_grads,
     repeat_probe,
+    twice_probes,
     variant_bugs,
 )
 
@@ -115,7 +117,7 @@ def make_cases(seed: int) -> list[Case]:
     cases.append(
         _case(d, "bf16 causal mask, n_heads=2", 2, T, 32, 2, causal_mask(T), dtype="bfloat16")
     )
-    return cases + _mask_shape_cases(d) + [_repeat_case(d)]  # each drawn after the ones before
+    return twice_probes(cases + _mask_shape_cases(d) + [_repeat_case(d)])  # each drawn after the ones before
 
 
 def _mask_shape_cases(d: Draw) -> list[Case]:
@@ -263,4 +265,5 @@ SPEC = Spec(
     exception_bugs=(("without overflow", D["fp16_fill_overflow"]),),
     forbidden=FORBIDDEN_ATTENTION,
     forbidden_classes=FORBIDDEN_ATTENTION_CLASSES,
+    absent_arg_bugs=(("mask", D["mask_none_unhandled"]),),
 )

@@ -8,16 +8,20 @@ random weights, inputs with a mean (the projection term is large), tiny
 inputs with the default and with a large eps (where eps sits shows), large
 magnitudes, fp16 inputs whose squares overflow fp16, bf16, weights in the
 input's dtype and in fp32 (grad_weight keeps weight's dtype), a repeat call.
+Each input is two cases, one per returned element (`Case.extra["tuple"]`,
+as moe), so a message names grad_x or grad_weight.
 Autograd in any form is trapped in the child (spec.FORBIDDEN_AUTOGRAD).
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from drill.judge.registry import default
 from drill.judge.spec import FORBIDDEN_AUTOGRAD, FORBIDDEN_NORM, FORBIDDEN_NORM_CLASSES, Bug, Case, Diagnosis, Spec
-from drill.judge.specs._common import DTYPES, TOLERANCES, Draw, call_case, diagnoses, repeat_after
+from drill.judge.specs._common import DTYPES, TOLERANCES, Draw, call_case, diagnoses, repeat_after, twice_probes
 from drill.judge.specs._norm import half_precision_stats
 
 TARGET = "rmsnorm_backward"
@@ -79,18 +83,27 @@ def backward(x, weight, grad_out, eps: float, *, projection: str = "right", eps_
 
 def _case(d: Draw, name: str, shape: tuple[int, ...], *, eps=None, dtype="float32", w_dtype=None, scale=1.0,
           shift=0.0) -> Case:
+    """The grad_x case of one input (see `_pair`, which adds its grad_weight twin)."""
     x = d.normal(*shape, dtype=dtype, scale=scale, shift=shift)
     w = d.normal(shape[-1], scale=0.5, shift=1.0).to(DTYPES[w_dtype or dtype])
     g = d.normal(*shape, dtype=dtype)
     args = {"x": x, "weight": w, "grad_out": g, **({} if eps is None else {"eps": eps})}
-    return call_case(d, name, TARGET, args, dtype=dtype, outputs=OUTPUTS, out_dtype=(x.dtype, w.dtype),
+    return call_case(d, name, TARGET, args, dtype=dtype, out_dtype=x.dtype,
                      ctx={"eps": DEFAULT_EPS if eps is None else eps, "default_eps": eps is None})
+
+
+def _pair(case: Case) -> list[Case]:
+    """`case` grading grad_x and its twin grading grad_weight, on the very same inputs."""
+    return [dataclasses.replace(
+        case, name=f"{case.name}: {what}", out_dtype=case.args["x" if pick == 0 else "weight"].dtype,
+        ctx={**case.ctx, "what": what, "pick": pick}, extra={**case.extra, "tuple": {"names": list(OUTPUTS), "pick": pick}},
+    ) for pick, what in enumerate(OUTPUTS)]
 
 
 def make_cases(seed: int) -> list[Case]:
     d = Draw(seed)
     D1, D2, D3 = d.choice([16, 32, 48]), d.choice([8, 24, 64]), d.choice([12, 40])
-    cases = [
+    inputs = [
         _case(d, f"fp32 2-D (N,{D1}), default eps, random weight", (d.int(3, 7), D1)),
         _case(d, f"fp32 3-D (B,T,{D2}), eps=1e-2", (2, d.int(3, 6), D2), eps=1e-2),
         _case(d, f"fp32 4-D (2,3,4,{D3}), inputs with mean 3", (2, 3, 4, D3), shift=3.0, eps=1e-6),
@@ -104,8 +117,8 @@ def make_cases(seed: int) -> list[Case]:
         _case(d, "bf16 3-D, fp32 weight, default eps", (2, 5, D1), dtype="bfloat16", w_dtype="float32"),
     ]
     probe = _case(d, f"repeat call: two calls, x (2,4,{D2})", (2, 4, D2), eps=1e-6)
-    cases.append(repeat_after(d, probe, {"eps": 1e-6}))
-    return cases
+    inputs.append(repeat_after(d, probe, {"eps": 1e-6}))
+    return twice_probes([twin for case in inputs for twin in _pair(case)])
 
 
 def reference(case: Case):
@@ -116,13 +129,13 @@ def reference(case: Case):
     w = a["weight"].detach().float().requires_grad_(True)
     y = rms_norm(x, w, case.ctx["eps"], impl="math")
     (y * a["grad_out"].float()).sum().backward()
-    return (x.grad.detach(), w.grad.detach()), {}
+    return (x.grad, w.grad)[case.ctx["pick"]].detach(), {}
 
 
 def _variant(**knobs):
     def run(case: Case):
         a = case.args
-        return backward(a["x"], a["weight"], a["grad_out"], case.ctx["eps"], **knobs)
+        return backward(a["x"], a["weight"], a["grad_out"], case.ctx["eps"], **knobs)[case.ctx["pick"]]
 
     return run
 
@@ -131,18 +144,17 @@ def _low_precision(case: Case):
     a = case.args
     if a["x"].dtype == torch.float32:
         return None
-    grad_x, grad_w = backward(a["x"], a["weight"].to(a["x"].dtype), a["grad_out"], case.ctx["eps"], upcast=False)
+    got = backward(a["x"], a["weight"].to(a["x"].dtype), a["grad_out"], case.ctx["eps"], upcast=False)
+    grad = got[case.ctx["pick"]]
     # bf16 sums of a few dozen terms land anywhere within their rounding: only an overflow is predictable
-    exact = a["x"].dtype == torch.float16
-    return (grad_x, None if exact else torch.ones_like(grad_x, dtype=torch.bool)), \
-        (grad_w, None if exact else torch.ones_like(grad_w, dtype=torch.bool))
+    return grad if a["x"].dtype == torch.float16 else (grad, torch.ones_like(grad, dtype=torch.bool))
 
 
 def _default_eps(case: Case):
     if not case.ctx["default_eps"]:
         return None
     a = case.args
-    return backward(a["x"], a["weight"], a["grad_out"], OTHER_DEFAULT_EPS)
+    return backward(a["x"], a["weight"], a["grad_out"], OTHER_DEFAULT_EPS)[case.ctx["pick"]]
 
 
 BUGS = (

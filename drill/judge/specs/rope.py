@@ -37,28 +37,26 @@ import torch
 
 from drill.judge.registry import default
 from drill.judge.spec import Bug, Case, Spec, Tolerance
-from drill.judge.specs._common import TOLERANCES, Draw, reference_with_grads, repeat_probe, variant_bugs
+from drill.judge.specs._common import TOLERANCES, Draw, reference_with_grads, repeat_probe, twice_probes, variant_bugs
 from drill.judge.diagnose import GENERIC
-from drill.judge.specs._rope_bugs import CONVENTIONS, RD, ROPE_VARIANTS, rotate
+from drill.judge.specs._rope_bugs import (
+    CONVENTIONS,
+    RD,
+    ROPE_VARIANTS,
+    apply_convention,
+    position_bucket,
+    position_tolerances,
+    rotate,
+)
 
 TARGET = "apply_rope"
 DEFAULT_CONVENTION = default("rope", "CONVENTION")  # a file without CONVENTION is graded as this
-ANGLE_ERROR_PER_POSITION = 3e-7  # measured spread of correct fp32-angle solutions ~1e-7 x position
-POSITION_BUCKETS = tuple(2**k for k in range(10, 18))  # 1024 .. 131072
-
-
-def _bucket(max_position: int) -> int:
-    return next((b for b in POSITION_BUCKETS if max_position <= b), POSITION_BUCKETS[-1])
+_bucket = position_bucket
 
 
 def _tolerances() -> dict[str, Tolerance]:
     """The shared table plus "<dtype>@<bucket>" entries widened for large positions."""
-    table = dict(TOLERANCES)
-    for dtype in ("float32", "float16", "bfloat16"):
-        base = TOLERANCES[dtype]
-        for b in POSITION_BUCKETS:
-            table[f"{dtype}@{b}"] = Tolerance(atol=base.atol + ANGLE_ERROR_PER_POSITION * b, rtol=base.rtol)
-    return table
+    return position_tolerances(TOLERANCES)
 
 
 def _case(d: Draw, name: str, x: torch.Tensor, positions: torch.Tensor, base: float, *, grads=False) -> Case:
@@ -152,7 +150,7 @@ def make_cases(seed: int) -> list[Case]:
     cases.append(_relative_case(d, d.choice([8, 16])))
     cases.append(_repeat_case(d))
     _annotate_stale(cases)  # draws nothing
-    return cases
+    return twice_probes(cases)  # draws nothing
 
 
 # How a cos/sin cache keyed without the positions can be kept: (label, key fields, only the
@@ -232,21 +230,7 @@ def reference(case: Case):
 
 def prepare(cases: list[Case], attrs: dict) -> tuple | None:
     """Apply the file's declared CONVENTION (reported by the child); refuse an unknown one."""
-    info = attrs.get("CONVENTION") or {}
-    if not info.get("present"):
-        convention, declared = DEFAULT_CONVENTION, "absent"
-    else:
-        value = info.get("value")
-        if not isinstance(value, str) or value not in CONVENTIONS:
-            shown = repr(value) if info.get("type") in ("str", "int", "float", "bool", "NoneType") else f"a {info.get('type')}"
-            return RD["rope_convention_invalid"], f"CONVENTION is {shown}; expected \"half\" or \"interleaved\""
-        convention, declared = value, value
-    for case in cases:
-        case.ctx["convention"], case.ctx["declared"] = convention, declared
-        alt = case.ctx.get("alt")
-        if alt is not None:
-            case.expected, case.expected_grads = alt[convention]
-    return None
+    return apply_convention(cases, attrs, DEFAULT_CONVENTION)
 
 
 def _variant(fn):

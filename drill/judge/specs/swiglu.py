@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from drill.judge.registry import default
 from drill.judge.spec import KIND_MAP, KIND_MODULE, Bug, Case, Diagnosis, Spec
-from drill.judge.specs._common import TOLERANCES, Draw, module_case, reference_with_grads, repeat_probe
+from drill.judge.specs._common import DTYPES, TOLERANCES, Draw, module_case, reference_with_grads, repeat_probe, twice_probes
 
 MULTIPLE_OF = default("swiglu", "multiple_of")  # the contract's default
 
@@ -27,6 +27,10 @@ SD = {
         Diagnosis("swiglu_wrong_activation", "Wrong activation in the gate",
                   "SwiGLU gates with SiLU (x * sigmoid(x)); ReLU, GELU or a bare sigmoid give a different function.",
                   "Use F.silu (or g * torch.sigmoid(g)) on the gate projection."),
+        Diagnosis("swiglu_silu_of_product", "SiLU applied to gate * up",
+                  "SwiGLU gates the up projection: silu(w_gate(x)) * w_up(x). Taking silu(w_gate(x) * w_up(x)) "
+                  "applies the activation to the product, so the gate no longer scales the up projection linearly.",
+                  "Activate the gate alone, then multiply: self.w_down(F.silu(self.w_gate(x)) * self.w_up(x))."),
         Diagnosis("ffn_hidden_rounding", "Hidden size rounded wrongly",
                   "The hidden size is int(8 * d_model / 3) rounded UP to a multiple of `multiple_of` (4096 -> 11008).",
                   "hidden = int(8 * d_model / 3); return multiple_of * ((hidden + multiple_of - 1) // multiple_of)."),
@@ -73,7 +77,7 @@ def make_cases(seed: int) -> list[Case]:
     probe = _module_case(d, f"repeat call: one module called twice, x {shape}, d_ff={dff}",
                          shape, dff, params, "float32", False)
     cases.append(repeat_probe(probe, {"x": first}))
-    return cases
+    return twice_probes(cases)  # draws nothing
 
 
 def _module_case(d: Draw, name: str, shape: tuple, dff: int, params: dict, dtype: str, grads: bool) -> Case:
@@ -104,6 +108,14 @@ def _mlp(act, swap=False):
     return run
 
 
+def _silu_of_product(case: Case):
+    if case.kind != KIND_MODULE:
+        return None
+    x = case.args["x"].float()
+    g, u, dn = (case.params[k].float() for k in ("w_gate.weight", "w_up.weight", "w_down.weight"))
+    return F.linear(F.silu(F.linear(x, g) * F.linear(x, u)), dn)
+
+
 def _rounding(rule):
     def run(case: Case):
         if case.kind != KIND_MAP:
@@ -127,6 +139,7 @@ BUGS = (
     Bug(SD["swiglu_wrong_activation"], _mlp(F.gelu), "gelu"),
     Bug(SD["swiglu_wrong_activation"], _mlp(lambda t: F.gelu(t, approximate="tanh")), "gelu (tanh)"),
     Bug(SD["swiglu_wrong_activation"], _mlp(torch.sigmoid), "sigmoid"),
+    Bug(SD["swiglu_silu_of_product"], _silu_of_product, "silu(w_gate(x) * w_up(x))"),
     Bug(SD["ffn_hidden_rounding"], _rounding(lambda d, m: (int(8 * d / 3) // m) * m), "rounded down"),
     Bug(SD["ffn_hidden_rounding"], _rounding(lambda d, m: int(8 * d / 3)), "not rounded"),
     Bug(SD["ffn_hidden_rounding"], _rounding(lambda d, m: int(round(int(8 * d / 3) / m)) * m), "rounded to nearest"),
