@@ -17,6 +17,7 @@ from drill.judge import commands as judge_commands
 from drill.mock_commands import register as register_mock
 from drill.quiz import commands as quiz_commands
 from drill.bench_commands import register as register_bench
+from drill.judge.server_commands import register as register_server
 from drill.cliutil import EXIT_BROKEN_PIPE, EXIT_USAGE, err_console, install_fast_coercion, install_flag_help
 
 install_fast_coercion()
@@ -51,6 +52,7 @@ quiz_commands.register(app)
 judge_commands.register(app)
 register_mock(app)
 register_bench(app)
+register_server(app)
 
 
 def main() -> None:

@@ -12,6 +12,8 @@ import math
 import random
 import signal
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -156,25 +158,49 @@ def check_file(
     # Started before torch is imported here, so the two imports overlap.
     child = pool.child(limits, learner=path) if pool is not None else Child(limits, learner=path)
     try:
-        spec = registry.load_spec(name)
-        cases = spec.make_cases(seed)
-        for case in cases:
-            case.expected, case.expected_grads = spec.reference(case)
-        if in_model:
-            from drill.judge.inmodel import cases_for
+        with _one_torch_thread():
+            spec = registry.load_spec(name)
+            cases = spec.make_cases(seed)
+            for case in cases:
+                case.expected, case.expected_grads = spec.reference(case)
+            if in_model:
+                from drill.judge.inmodel import cases_for
 
-            cases += cases_for(name, seed)  # expected answers computed there
-        job, tensors = _job(spec, cases, path)
-        if audit and spec.audit:
-            job["audit"] = dict(spec.audit)
-        child.send(job, tensors)
-        outcome = child.wait()
-        result.layers = _layers(policy, outcome, hardened)
-        _grade(result, spec, cases, child, outcome, strict, audit_wanted=bool(audit and spec.audit))
+                cases += cases_for(name, seed)  # expected answers computed there
+            job, tensors = _job(spec, cases, path)
+            if audit and spec.audit:
+                job["audit"] = dict(spec.audit)
+            child.send(job, tensors)
+            outcome = child.wait()
+            result.layers = _layers(policy, outcome, hardened)
+            _grade(result, spec, cases, child, outcome, strict, audit_wanted=bool(audit and spec.audit))
     finally:
         child.cleanup()
     result.elapsed_s = time.monotonic() - t0
     return result
+
+
+@contextmanager
+def _one_torch_thread() -> Iterator[None]:
+    """torch on one intra-op thread in this thread while it grades, as the child does; restored after.
+
+    The grader's tensors are tiny, and measured on a loaded 2-core machine
+    (torch 2.13 CPU) the intra-op pool's spin-waits made the parent's work 4-5x
+    slower: a failing kv_cache file's diagnosis took 6-12 s of CPU with the
+    default threads and 0.4 s with one. torch keeps the count per OS thread
+    (OpenMP), so concurrent checks on other threads (`drill check DIR`) do not
+    undo each other; the caller's own setting comes back when this one ends.
+    """
+    import torch
+
+    before = torch.get_num_threads()
+    if before != 1:
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        if before != 1:
+            torch.set_num_threads(before)
 
 
 def _policy_refusal(source: str, path: Path) -> str:
