@@ -116,8 +116,8 @@ class Server:
         self.hardened: dict[str, bool] = {}
         self.warm = threading.Event()
         self.removals: queue.Queue = queue.Queue()
-        self.remover = threading.Thread(target=self._remover, name="drill-remove")
-        self.remover.start()
+        # Started by serve_forever, joined by _drain: a server that never serves must be able to exit.
+        self.remover = threading.Thread(target=self._remover, name="drill-remove", daemon=True)
 
     # -- start-up ----------------------------------------------------------------------------------
 
@@ -225,6 +225,7 @@ class Server:
 
     def serve_forever(self) -> None:
         assert self.listener is not None
+        self.remover.start()
         threading.Thread(target=self._idle_watch, daemon=True, name="drill-idle").start()
         while not self.stopping.is_set():
             try:
