@@ -289,14 +289,14 @@ def match_bug(spec: Spec, evals: list[CaseEval], tolerance_of: Any) -> Verdict |
     if not evals or all(ev.forward.ok for ev in evals):
         return None
     n_failing = sum(not ev.forward.ok for ev in evals)
-    consistent: list[tuple[int, int, Bug]] = []  # (explained, order, bug)
-    partial: list[tuple[int, int, Bug]] = []
-    for order, bug in enumerate(spec.bugs):
-        explained, matched, is_consistent = _score_bug(bug, evals, tolerance_of)
-        if is_consistent and explained:
-            consistent.append((explained, -order, bug))
-        elif matched:
-            partial.append((matched, -order, bug))
+    # Failing cases first: a variant that is not the learner's mistake almost always differs from the
+    # learner's output on the first of them, and is dropped after one evaluation instead of len(evals).
+    order = [ev for ev in evals if not ev.forward.ok] + [ev for ev in evals if ev.forward.ok]
+    learner_ok: dict[int, bool] = {}  # per case, without an ignore mask: the same for every variant
+    scores = [_Score() for _ in spec.bugs]
+    for score, bug in zip(scores, spec.bugs):
+        _advance(bug, order, score, tolerance_of, learner_ok, to_end=False)
+    consistent = [(s.explained, -i, bug) for i, (s, bug) in enumerate(zip(scores, spec.bugs)) if s.consistent and s.explained]
     if consistent:
         n, _, bug = max(consistent, key=lambda t: t[:2])
         label = f" ({bug.label})" if bug.label else ""
@@ -305,6 +305,10 @@ def match_bug(spec: Spec, evals: list[CaseEval], tolerance_of: Any) -> Verdict |
         if others:
             detail += f"; also consistent with: {', '.join(others)}"
         return Verdict(bug.diagnosis, detail)
+    # No variant explains everything: the partial counts need every case of the variants dropped early.
+    for score, bug in zip(scores, spec.bugs):
+        _advance(bug, order, score, tolerance_of, learner_ok, to_end=True)
+    partial = [(s.matched, -i, bug) for i, (s, bug) in enumerate(zip(scores, spec.bugs)) if s.matched]
     if partial:
         n, _, bug = max(partial, key=lambda t: t[:2])
         label = f" ({bug.label})" if bug.label else ""
@@ -321,6 +325,16 @@ def match_bug(spec: Spec, evals: list[CaseEval], tolerance_of: Any) -> Verdict |
     return None
 
 
+@dataclass
+class _Score:
+    """One variant's standing: failing cases explained (if consistent), matched exactly, how far evaluated."""
+
+    explained: int = 0
+    matched: int = 0
+    consistent: bool = True
+    next: int = 0
+
+
 def _other_ids(best: Bug, bugs: list[Bug]) -> list[str]:
     seen: list[str] = []
     for b in bugs:
@@ -329,13 +343,18 @@ def _other_ids(best: Bug, bugs: list[Bug]) -> list[str]:
     return seen
 
 
-def _score_bug(bug: Bug, evals: list[CaseEval], tolerance_of: Any) -> tuple[int, int, bool]:
-    """(failing cases explained if consistent, failing cases matched exactly, consistent with all cases)."""
+def _advance(bug: Bug, order: list[CaseEval], score: _Score, tolerance_of: Any, learner_ok: dict[int, bool], *,
+             to_end: bool) -> None:
+    """Evaluate `bug` on the cases from score.next on; stop at the first inconsistency unless `to_end`.
+
+    The counts are sums over cases, so evaluating in any order, and resuming
+    later where it stopped, gives exactly the numbers of one full pass.
+    """
     from drill.judge.compare import compare
 
-    explained = matched = 0
-    consistent = True
-    for ev in evals:
+    while score.next < len(order):
+        ev = order[score.next]
+        score.next += 1
         case = ev.case
         try:
             produced = bug.fn(case, ev.got) if bug.fit else bug.fn(case)
@@ -348,18 +367,25 @@ def _score_bug(bug: Bug, evals: list[CaseEval], tolerance_of: Any) -> tuple[int,
             variant, unknown = produced
         else:
             variant, unknown = produced, None
-        learner_ok = compare(ev.got, case.expected, tol, care=case.care, ignore=unknown).ok
-        variant_ok = True if variant is None else compare(variant, case.expected, tol, care=case.care, ignore=unknown).ok
-        if learner_ok != variant_ok:
-            consistent = False
+        if unknown is None:
+            if id(ev) not in learner_ok:
+                learner_ok[id(ev)] = compare(ev.got, case.expected, tol, care=case.care).ok
+            got_ok = learner_ok[id(ev)]
+        else:
+            got_ok = compare(ev.got, case.expected, tol, care=case.care, ignore=unknown).ok
+        if got_ok:  # consistent here only if the variant passes too
+            if variant is None or compare(variant, case.expected, tol, care=case.care, ignore=unknown).ok:
+                continue
+        # A failing case is explained only if the variant reproduces it (and then also fails, which is
+        # checked second: most variants are already out after the first comparison).
+        elif (variant is not None and compare(ev.got, variant, tol, care=case.care, ignore=unknown).ok
+              and not compare(variant, case.expected, tol, care=case.care, ignore=unknown).ok):
+            score.explained += 1
+            score.matched += _finite_evidence(variant, case, tol, unknown)
             continue
-        if not learner_ok:
-            if compare(ev.got, variant, tol, care=case.care, ignore=unknown).ok:
-                explained += 1
-                matched += _finite_evidence(variant, case, tol, unknown)
-            else:
-                consistent = False
-    return explained, matched, consistent
+        score.consistent = False
+        if not to_end:
+            return
 
 
 def _finite_evidence(variant: Any, case: Case, tol: Any, unknown: Any) -> bool:
