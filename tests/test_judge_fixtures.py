@@ -55,12 +55,14 @@ class Graded:
     side by side, so torch is imported twice per worker, not once per file.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, selected: set[Path] | None = None) -> None:
         self.results: dict[Path, object] = {}
+        self.selected = selected  # the files this session's selected tests ask for (-k, -m); None = all
 
     def __getitem__(self, path: Path) -> object:
         if path not in self.results:
-            self.grade([p for p in FILES if p.parent == path.parent])
+            self.grade([p for p in FILES if p.parent == path.parent
+                        and (p == path or self.selected is None or p in self.selected)])
         return self.results[path]
 
     def grade(self, paths: list[Path]) -> dict[Path, object]:
@@ -77,13 +79,32 @@ class Graded:
 
 
 @pytest.fixture(scope="module")
-def graded() -> Graded:
-    return Graded()
+def graded(request: pytest.FixtureRequest) -> Graded:
+    selected = {item.callspec.params["path"] for item in request.session.items
+                if getattr(item, "callspec", None) is not None and isinstance(item.callspec.params.get("path"), Path)}
+    return Graded(selected or None)
+
+
+def _first_of_each_kind() -> set[Path]:
+    """The files `-m "not slow"` keeps: each exercise's index fixture and one bug file per diagnosis id."""
+    keep: dict[tuple[str, str], Path] = {}
+    for p in FILES:
+        kind = "pass" if p.name.startswith("good_") else _expected(p)
+        if kind == "pass":
+            entry = next((e for e in registry.INDEX if e.name == p.parent.name), None)
+            if entry is None or entry.fixture != p.name:
+                continue
+        keep.setdefault((p.parent.name, kind), p)
+    return set(keep.values())
+
+
+INNER_LOOP = _first_of_each_kind()
 
 
 def _grouped(path: Path) -> object:
-    """A parameter in its exercise's xdist group (`--dist loadgroup`)."""
-    return pytest.param(path, id=f"{path.parent.name}/{path.stem}", marks=pytest.mark.xdist_group(f"fixtures-{path.parent.name}"))
+    """A parameter in its exercise's xdist group (`--dist loadgroup`); slow unless it is in the inner loop."""
+    marks = [pytest.mark.xdist_group(f"fixtures-{path.parent.name}")] + ([] if path in INNER_LOOP else [pytest.mark.slow])
+    return pytest.param(path, id=f"{path.parent.name}/{path.stem}", marks=marks)
 
 
 @pytest.mark.parametrize("path", [_grouped(p) for p in FILES])

@@ -518,6 +518,12 @@ def _is_python_or_unknown(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             fields = fh.read().rsplit(b")", 1)[1].split()
+        if fields[0] == b"Z":  # already dead (a namespace's last processes, re-parented here as they exit)
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+            return False
         # a child of ours that some other part of this process started (a pytest helper, a pager) is not
         # a graded run's: those have our session; orphans of a run keep the run's own session.
         return int(fields[3]) != os.getsid(0)
