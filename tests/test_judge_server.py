@@ -451,3 +451,28 @@ def test_a_full_disk_costs_one_line_and_the_in_process_path(tmp_path: Path) -> N
         stop(env)
         subprocess.run(["umount", "-l", str(full)], capture_output=True)
         full.rmdir()
+
+
+def test_watch_and_bench_grade_through_the_server(shared: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--watch re-grades through the server (no fork server of its own); bench's check does too."""
+    from typer.testing import CliRunner
+
+    import drill.judge.watch as watch_mod
+    from drill.cli import app
+
+    def fake_watch(paths, grade, on_idle=None, on_missing=None, **kwargs):
+        grade(list(paths))
+        grade(list(paths))  # a save
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(watch_mod, "watch", fake_watch)
+    good = copy(GOOD, tmp_path, "rmsnorm.py")
+    bad = copy(BUG, tmp_path / "b", "rmsnorm.py")
+    assert drill(shared, "server", "start").returncode == 0
+    before = status(shared)["checks"]
+    with environ(shared):
+        watched = CliRunner().invoke(app, ["check", str(good), "--watch", "--seed", "2"])
+        benched = CliRunner().invoke(app, ["bench", str(bad)])
+    assert watched.exit_code == 0 and watched.output.count("PASS") == 2, watched.output
+    assert benched.exit_code == 1, benched.output  # refused: the check failed, nothing timed
+    assert status(shared)["checks"] == before + 3
