@@ -47,13 +47,27 @@ import importlib.abc
 import importlib.util
 import json
 import os
+import re
 import resource
 import sys
 import threading
 import time
 import traceback
 
-_FNMATCH = fnmatch.fnmatchcase  # bound now: replacing fnmatch.fnmatchcase later does not reach the traps
+
+
+def matcher(patterns: list[str]):
+    """`name -> bool` for an exercise's fnmatch patterns: one compiled regex, bound now.
+
+    Matching every aten op and torch attribute name with fnmatchcase, pattern
+    by pattern, cost ~40 ms per graded run (measured, torch 2.13); the regex
+    does it in ~2 ms. Bound at once, so replacing fnmatch or re later does not
+    reach the traps.
+    """
+    if not patterns:
+        return lambda name: False
+    match = re.compile("|".join(fnmatch.translate(p) for p in patterns)).match
+    return lambda name: match(name) is not None
 
 
 def _opts() -> tuple[dict, list[str]]:
@@ -223,11 +237,11 @@ def _op_name(func) -> str:
 class FunctionTrap(TorchFunctionMode):
     def __init__(self, patterns: list[str]) -> None:
         super().__init__()
-        self.patterns = patterns
+        self.forbidden = matcher(patterns)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         name = _op_name(func)
-        if any(_FNMATCH(name, p) for p in self.patterns):
+        if self.forbidden(name):
             trip(name)
         return func(*args, **(kwargs or {}))
 
@@ -235,12 +249,12 @@ class FunctionTrap(TorchFunctionMode):
 class DispatchTrap(TorchDispatchMode):
     def __init__(self, patterns: list[str]) -> None:
         super().__init__()
-        self.patterns = patterns
+        self.forbidden = matcher(patterns)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         # func is an OpOverload such as aten._scaled_dot_product_flash_attention_for_cpu.default
         name = getattr(func, "__name__", str(func)).split(".")[0]
-        if any(_FNMATCH(name, p) for p in self.patterns):
+        if self.forbidden(name):
             trip("aten." + name)
         return func(*args, **(kwargs or {}))
 
@@ -287,11 +301,12 @@ def forbidden_op_names(patterns: list[str]) -> list[str]:
     get_all = getattr(torch._C, "_dispatch_get_all_op_names", None)
     names = get_all() if get_all is not None else []
     out = []
+    forbidden = matcher(patterns)
     for full in names:
         if not full.startswith("aten::"):
             continue
         base = full[len("aten::"):]
-        if any(_FNMATCH(base.split(".")[0], p) for p in patterns):
+        if forbidden(base.split(".")[0]):
             out.append(base)
     return sorted(out)
 
@@ -306,25 +321,51 @@ def block_kernels(patterns: list[str]) -> list[str]:
     """
     import warnings
 
-    ops = forbidden_op_names(patterns)
-    if not ops:
+    plan = kernel_plan(patterns)
+    if not plan:
         return []
-    has_kernel = getattr(torch._C, "_dispatch_has_kernel_for_dispatch_key", None)
     lib = torch.library.Library("aten", "IMPL")
     _KEEP.append(lib)
     _detach_finalizer(lib)
     with warnings.catch_warnings():  # "Overriding a previously registered kernel": that is the point
         warnings.simplefilter("ignore")
-        for base in ops:
+        for base, keys in plan:
             kernel = _tripping_kernel("aten." + base.split(".")[0])
-            for key in KERNEL_KEYS:
+            for key in keys:
                 try:
-                    if key not in ("CPU", "CUDA") and not (has_kernel is not None and has_kernel(base, key)):
-                        continue
                     lib.impl(base, kernel, key)
                 except (RuntimeError, ValueError):  # an op with no schema in this build, or an unknown key
                     continue
-    return ops
+    return [base for base, _ in plan]
+
+
+_PLANS: dict[tuple[str, ...], list[tuple[str, list[str]]]] = {}
+
+
+def kernel_plan(patterns: list[str]) -> list[tuple[str, list[str]]]:
+    """(op, dispatch keys to override) per forbidden op. Cached: a fork server computes it before forking.
+
+    Asking the dispatcher which keys an op has costs ~0.4 ms per (op, key) on
+    torch 2.13 (15 ms per run for attention); the answer is fixed for a torch
+    build, so the fork server works it out once per exercise (reading the
+    dispatcher, never running learner code) and every run forked after it
+    inherits the plan.
+    """
+    cache_key = tuple(patterns)
+    if cache_key not in _PLANS:
+        has_kernel = getattr(torch._C, "_dispatch_has_kernel_for_dispatch_key", None)
+        plan = []
+        for base in forbidden_op_names(patterns):
+            keys = []
+            for key in KERNEL_KEYS:
+                try:
+                    if key in ("CPU", "CUDA") or (has_kernel is not None and has_kernel(base, key)):
+                        keys.append(key)
+                except (RuntimeError, ValueError):
+                    continue
+            plan.append((base, keys))
+        _PLANS[cache_key] = plan
+    return _PLANS[cache_key]
 
 
 def _tripping_kernel(name: str):
@@ -353,10 +394,13 @@ def block_functions(patterns: list[str]) -> None:
     """
     import types
 
+    forbidden = matcher(patterns)
     for module in (torch.nn.functional, torch):
         for name in dir(module):
+            if not forbidden(name):
+                continue
             value = getattr(module, name, None)
-            if isinstance(value, types.FunctionType) and any(_FNMATCH(name, p) for p in patterns):
+            if isinstance(value, types.FunctionType):
                 setattr(module, name, _tripping_function(name))
 
 
@@ -730,7 +774,9 @@ def warm_up() -> None:
         s = (q @ q.transpose(-2, -1)).masked_fill(torch.ones(3, 3, dtype=torch.bool).tril(), float("-inf"))
         y = torch.softmax(s.float(), dim=-1).to(torch.float16).float() @ q
         out = torch.nn.functional.silu(torch.nn.Linear(4, 4, bias=False)(y))
-        out.backward(torch.ones_like(out))  # an explicit upstream grad imports symbolic_shapes (~0.5 s)
+        # sum(out * upstream), never out.backward(upstream): an explicit upstream gradient imports
+        # torch.fx's symbolic_shapes (0.2-0.5 s measured on torch 2.13), paid on a cold check's critical path.
+        (out * torch.ones_like(out)).sum().backward()
     torch.save({"out": plain(y)}, io.BytesIO())
 
 
@@ -902,6 +948,10 @@ def zygote() -> None:
             req = json.loads(line)
         except (json.JSONDecodeError, RecursionError):
             continue
+        try:  # the job's dispatcher plan, once per exercise, inherited by this fork and every later one
+            kernel_plan(list(req["job"].get("forbidden", [])))
+        except Exception:  # noqa: BLE001 - the fork computes it itself then
+            pass
         pid = os.fork()
         if pid == 0:
             run_forked(req)
