@@ -18,7 +18,6 @@ from drill import __version__
 from drill.bench import commands as bench_commands
 from drill.cliutil import EXIT_BROKEN_PIPE, EXIT_USAGE, err_console, install_fast_coercion, install_flag_help
 from drill.judge import commands as judge_commands
-from drill.judge import server_commands
 from drill.mock import commands as mock_commands
 from drill.quiz import commands as quiz_commands
 
@@ -67,7 +66,7 @@ def _show_help(ctx: typer.Context) -> NoReturn:
 # The one shape of an area: `<area>/commands.py` holds a module-level `app = typer.Typer()` whose
 # commands are module-level functions taking `Annotated` options; add_typer without a name merges
 # them into this app as top-level commands (in this order: it is the order of `drill --help`).
-AREAS = (quiz_commands, judge_commands, mock_commands, bench_commands, server_commands)
+AREAS = (quiz_commands, judge_commands, mock_commands, bench_commands)
 
 
 def _add_area(root: typer.Typer, area: ModuleType) -> None:

@@ -57,6 +57,10 @@ def _check_help() -> str:
 
 
 def register(app: typer.Typer) -> None:
+    from drill.judge import server_commands  # `drill server ...`: the judge area's warm grader
+
+    server_commands.register(app)
+
     @app.command(help=_check_help())
     def check(
         files: list[Path] = typer.Argument(..., help="Your solution file(s), or a folder: every <exercise>.py in it is graded."),

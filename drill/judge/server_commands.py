@@ -22,7 +22,7 @@ the server. DRILL_NO_SERVER=1 or `drill check --no-server` grade without it."""
 
 
 def register(app: typer.Typer) -> None:
-    server = typer.Typer(help=HELP, no_args_is_help=True)
+    server = typer.Typer(help=HELP, short_help="The warm grading server: start, stop, status.", no_args_is_help=True)
     app.add_typer(server, name="server")
 
     @server.command("start")
