@@ -65,6 +65,31 @@ CASES: dict[str, tuple] = {
     "disk_fill": ("policy_violation", STOPPED | {"output_limit"}, {}),
     "signal_drill": ("policy_violation", {"policy_violation", "crashed"}, {}),
     "empty_env_helper": ("policy_violation", {"policy_violation", "crashed"}, {}),
+    # red team (issue 13): each of these got an undeserved PASS, a traceback or a changed store before its fix
+    "private_module_sys": ("policy_violation", "policy_violation", {}),  # full stack: real SDPA passed
+    "builtins_alias_exec": ("policy_violation", "policy_violation", {}),
+    "frames_kernel_library": ("policy_violation", "policy_violation", {}),
+    "fake_filename_frames": ("policy_violation", "forbidden_op", {}),  # frames reached, kernels still blocked
+    "flex_attention": ("forbidden_op", "forbidden_op", {}),
+    "odd_outputs": ("wrong_type", "wrong_type", {}),
+    "zip_bomb_output": ("policy_violation", "crashed", {}),
+    "native_writers_store": ("policy_violation", {"policy_violation", "exception"}, {}),  # no store in the sandbox
+    "posix_spawn_store": ("policy_violation", "policy_violation", {}),
+    "pidfd_stop_parent": ("policy_violation", "policy_violation", {}),
+    "prlimit_parent": ("policy_violation", "policy_violation", {}),
+    "scratch_fill": ("policy_violation", STOPPED | {"output_limit"}, {}),
+}
+
+# Attacks on what the sandbox would otherwise contain, graded with DRILL_SANDBOX=off and the policy off, so
+# layers 2 and 4 (and the runner's polling) hold them alone: file -> diagnosis.
+WITHOUT_SANDBOX = {
+    "native_writers_store": "policy_violation",
+    "posix_spawn_store": "policy_violation",
+    "pidfd_stop_parent": "policy_violation",
+    "prlimit_parent": "policy_violation",
+    "scratch_fill": "output_limit",
+    "zip_bomb_output": "crashed",
+    "frames_kernel_library": "policy_violation",
 }
 
 
@@ -127,6 +152,33 @@ def test_tampering_fails_honestly(name: str, policy: bool, pool: ChildPool, stor
     assert not Path("/dev/shm/drill-tamper-marker-shm").exists()
     text = json.dumps(result.to_json())
     assert "\x1b" not in text and "\x1b" not in result.diagnosis_detail
+
+
+@pytest.fixture(scope="module")
+def bare_pool():
+    """A fork server graded without the namespace sandbox (its own: an attack that slipped through must not
+    reach the pool the other tests use)."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("DRILL_SANDBOX", "off")
+    with ChildPool() as p:
+        yield p
+    mp.undo()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(WITHOUT_SANDBOX))
+def test_layers_below_the_policy_hold_without_the_sandbox(name: str, bare_pool: ChildPool, store: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DRILL_SANDBOX", "off")
+    limits = Limits(**BASE)
+    t0 = time.monotonic()
+    result = check_file(TAMPER / f"{name}.py", "attention", seed=7, limits=limits, pool=bare_pool, policy=False)
+    assert result.layers["sandbox"].startswith("off")
+    assert result.status in ("fail", "error") and result.diagnosis.id == WITHOUT_SANDBOX[name], (
+        result.diagnosis.id, result.diagnosis_detail)
+    assert time.monotonic() - t0 < limits.timeout_s + 45
+    assert _marked_processes() == []
+    assert (store / "progress.db").read_bytes() == b"sentinel" and os.listdir(store) == ["progress.db"]
 
 
 def test_forbidden_op_report_names_op_and_line(pool: ChildPool) -> None:
