@@ -1,7 +1,7 @@
 """Hostile or broken learner files end in an honest failure, quickly, leaving nothing behind (issue 13).
 
 One fixture per attack class in tests/fixtures/tamper/ (each an attention.py
-attempt). Every file is graded twice on a fork server (runner.ChildPool):
+attempt, or `<exercise>__name.py` for another exercise). Every file is graded twice on a fork server (runner.ChildPool):
 with the static policy (layer 1) on, as `drill check` does, and with it off,
 so the layers below it (forbidden kernels and the audit hook in the child,
 the OS sandbox, the parent's boundary) must hold on their own. Each run must
@@ -78,6 +78,7 @@ CASES: dict[str, tuple] = {
     "pidfd_stop_parent": ("policy_violation", "policy_violation", {}),
     "prlimit_parent": ("policy_violation", "policy_violation", {}),
     "scratch_fill": ("policy_violation", STOPPED | {"output_limit"}, {}),
+    "mha__nested_native": ("policy_violation", "forbidden_op", {}),  # nested-tensor kernels were not blocked
 }
 
 # Attacks on what the sandbox would otherwise contain, graded with DRILL_SANDBOX=off and the policy off, so
@@ -127,6 +128,11 @@ def test_every_tamper_fixture_has_a_case() -> None:
     assert {p.stem for p in TAMPER.glob("*.py")} == set(CASES)
 
 
+def _exercise(name: str) -> str:
+    """Each fixture is an attention.py attempt, unless its name starts with another exercise (`mha__...`)."""
+    return name.split("__")[0] if "__" in name else "attention"
+
+
 def _accepts(want, got: str) -> bool:
     if want is ANY:
         return True
@@ -140,7 +146,7 @@ def test_tampering_fails_honestly(name: str, policy: bool, pool: ChildPool, stor
     with_policy, without, overrides = CASES[name]
     limits = Limits(**{**BASE, **overrides})
     t0 = time.monotonic()
-    result = check_file(TAMPER / f"{name}.py", "attention", seed=7, limits=limits, pool=pool, policy=policy)
+    result = check_file(TAMPER / f"{name}.py", _exercise(name), seed=7, limits=limits, pool=pool, policy=policy)
     elapsed = time.monotonic() - t0
     assert result.status in ("fail", "error"), f"{name} must never pass: {result.layers}"
     assert result.diagnosis is not None

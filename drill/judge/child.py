@@ -308,21 +308,42 @@ def block_kernels(patterns: list[str]) -> list[str]:
     ops = forbidden_op_names(patterns)
     if not ops:
         return []
-    has_kernel = getattr(torch._C, "_dispatch_has_kernel_for_dispatch_key", None)
     lib = torch.library.Library("aten", "IMPL")
+    blocked = []
     with warnings.catch_warnings():  # "Overriding a previously registered kernel": that is the point
         warnings.simplefilter("ignore")
         for base in ops:
+            keys = _kernel_keys(base)
+            if not keys:
+                continue
             kernel = _tripping_kernel("aten." + base.split(".")[0])
-            for key in KERNEL_KEYS:
+            for key in keys:
                 try:
-                    if key not in ("CPU", "CUDA") and not (has_kernel is not None and has_kernel(base, key)):
-                        continue
                     lib.impl(base, kernel, key)
                 except (RuntimeError, ValueError):  # an op with no schema in this build, or an unknown key
                     continue
+            blocked.append(base)
     _pin(lib)
-    return ops
+    return blocked
+
+
+def _kernel_keys(base: str) -> list[str]:
+    """The dispatch keys to override for aten op `base`: every key it has a kernel for (nested-tensor kernels
+    included: `_native_multi_head_attention` has one), plus CPU, and CUDA in a CUDA build, so a backend kernel
+    registered later cannot slip in beside ours. An op with no kernel at all in this build (the CUDA-only
+    fused kernels on a CPU build) cannot run and is left alone: registering it would only cost time."""
+    has_kernel = getattr(torch._C, "_dispatch_has_kernel_for_dispatch_key", None)
+    backends = ("CPU", "CUDA") if torch.backends.cuda.is_built() else ("CPU",)
+    if has_kernel is None:
+        return list(backends)
+    found = []
+    for key in KERNEL_KEYS:
+        try:
+            if has_kernel("aten::" + base, key):
+                found.append(key)
+        except (RuntimeError, ValueError):  # an unknown key in this build
+            continue
+    return found + [k for k in backends if k not in found] if found else []
 
 
 def _pin(lib) -> None:
