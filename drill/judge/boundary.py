@@ -37,7 +37,12 @@ MAX_DEPTH = 8
 MAX_TEXT = 2000
 MAX_OUTPUT_FILE_BYTES = 256 * 2**20
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
+# C0/C1 controls (ESC), zero-width and bidi marks, line/paragraph separators (some terminals break lines at
+# them), the BOM, interlinear annotations and the invisible tag characters that can hide text.
+_CONTROL = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ufff9-\ufffb"
+    "\U000e0000-\U000e007f]"
+)
 
 
 def safe_text(value: Any, limit: int = MAX_TEXT, *, newlines: bool = False) -> str:
@@ -54,7 +59,7 @@ def safe_text(value: Any, limit: int = MAX_TEXT, *, newlines: bool = False) -> s
 
     def esc(m: re.Match) -> str:
         c = ord(m.group(0))
-        return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+        return f"\\x{c:02x}" if c < 0x100 else (f"\\u{c:04x}" if c < 0x10000 else f"\\U{c:08x}")
 
     text = _CONTROL.sub(esc, text)
     return text if len(text) <= limit else text[: limit - 1] + "…"
