@@ -28,6 +28,15 @@ REFUSED = {
     "defined_private_on_alias": "import random\nr = random\n_os = 0\nr._os.system('x')\n",
     "defined_private_literal_getattr": "import typing\n_caller = 0\ngetattr(typing, '_caller')\n",
     "defined_private_on_submodule": "import torch\n_getframe = 0\ntorch.nn.functional._getframe\n",
+    # an eval behind a private method of a public class, reached through a call or a function argument
+    "forwardref_evaluate_on_call": (
+        "import typing\nclass A:\n    _evaluate = None\nfr = typing.ForwardRef('int')\nfr._evaluate({}, {}, frozenset())\n"
+    ),
+    "forwardref_evaluate_on_argument": (
+        "import typing\n_evaluate = None\ndef run(ref):\n    return ref._evaluate({}, {}, frozenset())\n"
+        "run(typing.ForwardRef(\"__import__('os')\"))\n"
+    ),
+    "private_of_a_call_result": "import torch\n_base = 0\ntorch.zeros(2)._base\n",
     # stdlib modules under the names allowed modules import them as
     "enum_bltns": "import enum\nenum.bltns.exec('import os')\n",
     "typing_sys": "import typing\ntyping.sys.modules\n",

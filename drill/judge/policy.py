@@ -109,6 +109,10 @@ BLOCKED_PRIVATE = frozenset({
     "_meta_registrations", "_prims_common", "_python_dispatcher", "_nn", "_compile", "_utils_internal",
     "_weights_only_unpickler", "_storage_docs", "_tensor_str", "_torch_docs", "_linalg_utils", "_namedtensor_internals",
     "_make_subclass", "_make_wrapper_subclass", "_disable_current_modes", "_get_current_dispatch_mode",
+    # privates of the standard library that run code or reach frames and modules, on whatever object they are
+    # read from (typing.ForwardRef("...")._evaluate(...) is an eval; a function argument hides the module)
+    "_evaluate", "_eval_type", "_create_fn", "_getcategory", "_setoption", "_caller", "_getframe",
+    "_getframemodulename", "_current_frames", "_destroy", "_sys", "_os", "_imp", "_bootstrap", "_weakref", "_thread",
 })
 # Dunder attributes ordinary classes use; every other __x__ attribute is refused.
 ALLOWED_DUNDER_ATTRS = frozenset({
@@ -204,8 +208,8 @@ def _rebinds_name(tree: ast.AST) -> bool:
 
 
 def _module_names(tree: ast.AST) -> set[str]:
-    """Names that may hold a module (or something imported from one): every name an import binds, and
-    names assigned from a plain attribute chain rooted at one (`m = collections`, `t = torch.nn`)."""
+    """Names that may hold a module or something made by one: every name an import binds, and names assigned
+    from an expression rooted at one (`m = collections`, `t = torch.nn`, `fr = typing.ForwardRef("x")`)."""
     out: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -229,9 +233,9 @@ def _module_names(tree: ast.AST) -> set[str]:
 
 
 def _chain_root(node: ast.AST) -> str | None:
-    """`a` for `a`, `a.b.c` (no calls or subscripts in between), else None."""
-    while isinstance(node, ast.Attribute):
-        node = node.value
+    """`a` for `a`, `a.b.c`, `a.b(...)`, `a.b[...]`, `a(...).c`: the name everything was reached from, else None."""
+    while isinstance(node, (ast.Attribute, ast.Call, ast.Subscript)):
+        node = node.func if isinstance(node, ast.Call) else node.value
     return node.id if isinstance(node, ast.Name) else None
 
 
@@ -320,7 +324,7 @@ class _Checker(ast.NodeVisitor):
             return None
         if attr.startswith("_") and not attr.startswith("__"):
             if attr in BLOCKED_PRIVATE:
-                return "a torch/numpy private, not allowed"
+                return "a private of torch, numpy or the standard library that no solution needs, not allowed"
             if on_module:
                 return "a private attribute of a module or of something imported, not allowed"
             if attr not in self.defined:
