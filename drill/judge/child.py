@@ -28,11 +28,14 @@ Defences in this process (see drill/judge/README.md, "Known limits"):
   of the file system (it forks; this file's code then runs in the worker);
 - layer 2: the forbidden ops' aten kernels are overridden with a tripping
   kernel for every dispatch key they have (CPU, CUDA, composite, nested;
-  `block_kernels`), which holds for every thread and for TorchScript; the
-  pure-Python forbidden functions are replaced module-wide; forbidden
-  classes trap at construction; an audit hook (irremovable, process-wide)
-  refuses process creation, signals, ctypes, sockets, object-graph and
-  frame introspection and writes outside the scratch folders;
+  `block_kernels`), which holds for every thread and for TorchScript, and
+  the registration is pinned with no Python reference (`_pin`); the
+  pure-Python forbidden functions are replaced module-wide, forbidden
+  higher-order ops trip on every call; forbidden classes trap at
+  construction; an audit hook (irremovable, process-wide) refuses process
+  creation, signals, ctypes, sockets, object-graph and frame introspection
+  and writes outside the scratch folders, and `_guard_native` replaces the
+  native ways out that raise no audit event;
 - on top, the thread-local TorchFunctionMode/TorchDispatchMode traps name
   the learner's line and the op as the learner wrote it;
 - every trap raises a BaseException subclass and records the hit at once
