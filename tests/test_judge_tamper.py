@@ -162,13 +162,10 @@ def test_tampering_fails_honestly(name: str, policy: bool, pool: ChildPool, stor
 
 @pytest.fixture(scope="module")
 def bare_pool():
-    """A fork server graded without the namespace sandbox (its own: an attack that slipped through must not
-    reach the pool the other tests use)."""
-    mp = pytest.MonkeyPatch()
-    mp.setenv("DRILL_SANDBOX", "off")
+    """The fork server for the runs without the namespace sandbox (each test sets DRILL_SANDBOX=off itself):
+    its own, so an attack on the fork server that slipped through cannot reach the pool the other tests use."""
     with ChildPool() as p:
         yield p
-    mp.undo()
 
 
 @pytest.mark.slow
