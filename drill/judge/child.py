@@ -28,11 +28,14 @@ Defences in this process (see drill/judge/README.md, "Known limits"):
   of the file system (it forks; this file's code then runs in the worker);
 - layer 2: the forbidden ops' aten kernels are overridden with a tripping
   kernel for every dispatch key they have (CPU, CUDA, composite, nested;
-  `block_kernels`), which holds for every thread and for TorchScript; the
-  pure-Python forbidden functions are replaced module-wide; forbidden
-  classes trap at construction; an audit hook (irremovable, process-wide)
-  refuses process creation, signals, ctypes, sockets, object-graph and
-  frame introspection and writes outside the scratch folders;
+  `block_kernels`), which holds for every thread and for TorchScript, and
+  the registration is pinned with no Python reference (`_pin`); the
+  pure-Python forbidden functions are replaced module-wide, forbidden
+  higher-order ops trip on every call; forbidden classes trap at
+  construction; an audit hook (irremovable, process-wide) refuses process
+  creation, signals, ctypes, sockets, object-graph and frame introspection
+  and writes outside the scratch folders, and `_guard_native` replaces the
+  native ways out that raise no audit event;
 - on top, the thread-local TorchFunctionMode/TorchDispatchMode traps name
   the learner's line and the op as the learner wrote it;
 - every trap raises a BaseException subclass and records the hit at once
@@ -293,7 +296,6 @@ def extension(name: str):
 # kernel registered later, e.g. by a CUDA library, must not slip in beside ours).
 KERNEL_KEYS = ("CompositeImplicitAutograd", "CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional",
                "CPU", "CUDA", "NestedTensorCPU", "NestedTensorCUDA", "AutogradNestedTensor", "SparseCPU", "SparseCUDA")
-_KEEP: list = []  # the torch.library.Library objects: alive for the life of the process
 
 
 def forbidden_op_names(patterns: list[str]) -> list[str]:
@@ -325,8 +327,7 @@ def block_kernels(patterns: list[str]) -> list[str]:
     if not plan:
         return []
     lib = torch.library.Library("aten", "IMPL")
-    _KEEP.append(lib)
-    _detach_finalizer(lib)
+    blocked = []
     with warnings.catch_warnings():  # "Overriding a previously registered kernel": that is the point
         warnings.simplefilter("ignore")
         for base, keys in plan:
@@ -336,7 +337,9 @@ def block_kernels(patterns: list[str]) -> list[str]:
                     lib.impl(base, kernel, key)
                 except (RuntimeError, ValueError):  # an op with no schema in this build, or an unknown key
                     continue
-    return [base for base, _ in plan]
+            blocked.append(base)
+    _pin(lib)
+    return blocked
 
 
 _PLANS: dict[tuple[str, ...], list[tuple[str, list[str]]]] = {}
@@ -349,23 +352,54 @@ def kernel_plan(patterns: list[str]) -> list[tuple[str, list[str]]]:
     torch 2.13 (15 ms per run for attention); the answer is fixed for a torch
     build, so the fork server works it out once per exercise (reading the
     dispatcher, never running learner code) and every run forked after it
-    inherits the plan.
+    inherits the plan. An op with no kernel in this build is left out.
     """
     cache_key = tuple(patterns)
     if cache_key not in _PLANS:
-        has_kernel = getattr(torch._C, "_dispatch_has_kernel_for_dispatch_key", None)
         plan = []
         for base in forbidden_op_names(patterns):
-            keys = []
-            for key in KERNEL_KEYS:
-                try:
-                    if key in ("CPU", "CUDA") or (has_kernel is not None and has_kernel(base, key)):
-                        keys.append(key)
-                except (RuntimeError, ValueError):
-                    continue
-            plan.append((base, keys))
+            keys = _kernel_keys(base)
+            if keys:
+                plan.append((base, keys))
         _PLANS[cache_key] = plan
     return _PLANS[cache_key]
+
+
+def _kernel_keys(base: str) -> list[str]:
+    """The dispatch keys to override for aten op `base`: every key it has a kernel for (nested-tensor kernels
+    included: `_native_multi_head_attention` has one), plus CPU, and CUDA in a CUDA build, so a backend kernel
+    registered later cannot slip in beside ours. An op with no kernel at all in this build (the CUDA-only
+    fused kernels on a CPU build) cannot run and is left alone: registering it would only cost time."""
+    has_kernel = getattr(torch._C, "_dispatch_has_kernel_for_dispatch_key", None)
+    backends = ("CPU", "CUDA") if torch.backends.cuda.is_built() else ("CPU",)
+    if has_kernel is None:
+        return list(backends)
+    found = []
+    for key in KERNEL_KEYS:
+        try:
+            if has_kernel("aten::" + base, key):
+                found.append(key)
+        except (RuntimeError, ValueError):  # an unknown key in this build
+            continue
+    return found + [k for k in backends if k not in found] if found else []
+
+
+def _pin(lib) -> None:
+    """Keep `lib`'s registrations for the life of the process with no Python path back to them.
+
+    The registrations belong to the C++ library object `lib.m`; whoever holds
+    it (or the `Library` around it) can undo them (`_destroy`). Code that
+    reaches this module's globals (frames, with the policy off) once did just
+    that and ran the real fused kernel. So `lib.m` gets one reference from C
+    and none from Python: the finalizer that held it is detached, the
+    `Library` lets it go, and the object itself is not tracked by gc, so no
+    object walk finds it either.
+    """
+    import ctypes
+
+    _detach_finalizer(lib)
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(lib.m))
+    lib.m = None
 
 
 def _tripping_kernel(name: str):
@@ -404,6 +438,26 @@ def block_functions(patterns: list[str]) -> None:
                 setattr(module, name, _tripping_function(name))
 
 
+def block_higher_order_ops(patterns: list[str]) -> list[str]:
+    """Forbidden higher-order operators (flex_attention) made to trip on every call, from any thread.
+
+    A HOP is neither an aten kernel nor a plain function: its eager path runs
+    a Python implementation made of ordinary ops, so only its own entry can
+    be blocked. Each HOP named by a pattern has a class of its own, whose
+    `__call__` is replaced (process-wide).
+    """
+    import torch._ops as ops
+
+    base = getattr(ops, "HigherOrderOperator", None)
+    blocked = []
+    for name, hop in sorted(getattr(ops, "_higher_order_ops", {}).items()):
+        cls = type(hop)
+        if base is not None and cls is not base and any(_FNMATCH(name, p) for p in patterns):
+            cls.__call__ = _tripping_function(name)
+            blocked.append(name)
+    return blocked
+
+
 def _tripping_function(name: str):
     def blocked(*args, **kwargs):
         trip(name)
@@ -438,7 +492,7 @@ _DENIED_EVENTS = frozenset({
     "ctypes.addressof", "ctypes.get_errno", "ctypes.set_errno", "ctypes.seh_exception",
     "gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames", "sys._current_exceptions",
     "sys.addaudithook", "sys.setprofile", "sys.settrace", "sqlite3.connect", "sqlite3.connect/handle",
-    "webbrowser.open",
+    "webbrowser.open", "resource.setrlimit",
 })
 # Audited attribute reads that lead to another frame's globals (sys._getframe and __code__ are left alone:
 # namedtuple, TypeVar, enum and dataclasses use them in ordinary solutions).
@@ -446,6 +500,12 @@ _FRAME_ATTRS = frozenset({"tb_frame", "gi_frame", "cr_frame", "ag_frame", "__glo
 _PATH_EVENTS = frozenset({"os.remove", "os.rename", "os.rmdir", "os.mkdir", "os.truncate", "os.chmod", "os.chown",
                           "os.link", "os.symlink", "shutil.rmtree", "shutil.move", "shutil.copyfile", "os.utime",
                           "os.chflags", "os.lchflags", "os.setxattr", "os.removexattr"})
+# Standard-library helpers that can hand the frame they get from sys._getframe back to their caller
+# (logging's own findCaller uses currentframe too, and is allowed: it returns names, and its caller is logging).
+_FRAME_GIVERS = ("inspect.py", "traceback.py", os.path.join("logging", "__init__.py"), "pdb.py", "bdb.py")
+# Native modules whose functions below are replaced (they raise no audit event): loading them again would
+# bring the originals back, so their "import" event is refused once the hook is in.
+_RELOAD_REFUSED = frozenset({"_posixsubprocess", "posix", "_signal", "resource"})
 
 
 class Denied(BaseException):
@@ -458,12 +518,21 @@ def install_audit_hook(writable: list[str], hidden: list[str]) -> None:
     `writable`: the only folders files may be created or changed in (scratch,
     /tmp, the protocol folder); `hidden`: folders that may not even be read
     (drill's own package, if it is on disk somewhere visible).
+
+    Also refused: `sys._getframe` called by the learner's code (or code it
+    compiled) or through a helper that returns the frame (inspect,
+    traceback, logging): a frame's `f_back` and `f_globals` raise no audit
+    event and lead to this module's globals; and, as they raise none either,
+    the native ways to start a process, signal one or write a file that
+    `_guard_native` replaces before the learner's code runs.
     """
-    realpath, startswith, getpid = os.path.realpath, str.startswith, os.getpid
-    denied, frame_attrs, path_events = _DENIED_EVENTS, _FRAME_ATTRS, _PATH_EVENTS
+    realpath, startswith, getpid, getframe = os.path.realpath, str.startswith, os.getpid, sys._getframe
+    denied, frame_attrs, path_events, givers = _DENIED_EVENTS, _FRAME_ATTRS, _PATH_EVENTS, _FRAME_GIVERS
+    reload_refused = _RELOAD_REFUSED
     trust = _TRUST
     write_roots = tuple(realpath(p).rstrip("/") + "/" for p in writable)
     hidden_roots = tuple(realpath(p).rstrip("/") + "/" for p in hidden)
+    learner = LEARNER
     hits = []
 
     def refuse(event: str, detail: str = "") -> None:
@@ -479,6 +548,25 @@ def install_audit_hook(writable: list[str], hidden: list[str]) -> None:
         full = realpath(path).rstrip("/") + "/"
         return any(startswith(full, r) for r in roots)
 
+    def untrusted(filename: str) -> bool:
+        return filename == learner or (startswith(filename, "<") and not startswith(filename, "<frozen"))
+
+    def frame_refused() -> str:
+        """Why this sys._getframe call is refused ("" if not): this hook runs inside that C call, so frame 2 is
+        its caller; a frame-giving helper (inspect.currentframe) is judged by who called the helper."""
+        trust.on = True  # our own sys._getframe below raises the event again
+        try:
+            caller = getframe(2)
+            name = caller.f_code.co_filename
+            if untrusted(name):
+                return os.path.basename(name)
+            if any(name.endswith(os.sep + g) for g in givers):
+                above = caller.f_back.f_code.co_filename if caller.f_back is not None else ""
+                return f"{os.path.basename(name)} for {os.path.basename(above)}" if untrusted(above) else ""
+            return ""
+        finally:
+            trust.on = False
+
     def hook(event: str, args: tuple) -> None:
         if trust.on:
             return
@@ -487,9 +575,16 @@ def install_audit_hook(writable: list[str], hidden: list[str]) -> None:
         elif event == "object.__getattr__":
             if len(args) > 1 and args[1] in frame_attrs:
                 refuse(event, str(args[1]))
+        elif event == "sys._getframe":
+            why = frame_refused()
+            if why:
+                refuse(event, f"called from {why}: frames lead to the grader's own objects")
+        elif event == "resource.prlimit":
+            if (len(args) > 0 and args[0] not in (0, getpid())) or (len(args) > 2 and args[2] is not None):
+                refuse(event)
         elif event == "import":
             name = args[0] if args else ""
-            if isinstance(name, str) and (name == "drill" or startswith(name, "drill.")):
+            if isinstance(name, str) and (name == "drill" or startswith(name, "drill.") or name in reload_refused):
                 refuse("import", name)
         elif event == "open":
             path, mode = (args + (None, None))[:2]
@@ -510,7 +605,75 @@ def install_audit_hook(writable: list[str], hidden: list[str]) -> None:
                 if isinstance(p, (str, bytes)) and not under(os.fsdecode(p), write_roots):
                     refuse(event, os.fsdecode(p))
 
+    def writable_path(f) -> bool:
+        return not isinstance(f, (str, bytes, os.PathLike)) or os.fsdecode(f) == os.devnull or under(
+            os.fsdecode(f), write_roots)
+
+    _guard_native(refuse, writable_path)
     sys.addaudithook(hook)
+
+
+def _guard_native(refuse, writable_path) -> None:
+    """Replace the native ways out that raise no audit event (CPython 3.11, torch 2.13), before learner code.
+
+    Starting a process (`_posixsubprocess.fork_exec`), signalling any
+    process (`os.pidfd_open`, `signal.pidfd_send_signal`) and writing a file
+    from C++ (`torch.save` and its `PyTorchFileWriter`, `torch.from_file`
+    with `shared=True`, `torch.jit.save`) go around the audit hook; each is
+    replaced by a wrapper that refuses (or, for the writers, checks the path
+    against the writable folders unless the grader itself is saving). This
+    holds against the static policy's allowed API; code with the policy off
+    that digs out an original (`__wrapped__`, a base class) is what the OS
+    sandbox is for (README, "Known limits").
+    """
+    import signal
+    import subprocess
+
+    import _posixsubprocess
+    import posix
+
+    def refusing(what: str):
+        def blocked(*args, **kwargs):
+            refuse(what)
+
+        blocked.__name__ = what.rsplit(".", 1)[-1]
+        return blocked
+
+    for module, name, what in ((_posixsubprocess, "fork_exec", "subprocess.fork_exec"),
+                               (subprocess, "_fork_exec", "subprocess.fork_exec"),
+                               (posix, "pidfd_open", "os.pidfd_open"), (os, "pidfd_open", "os.pidfd_open"),
+                               (signal, "pidfd_send_signal", "signal.pidfd_send_signal")):
+        if hasattr(module, name):
+            setattr(module, name, refusing(what))
+    signal_c = sys.modules.get("_signal")
+    if signal_c is not None and hasattr(signal_c, "pidfd_send_signal"):
+        signal_c.pidfd_send_signal = refusing("signal.pidfd_send_signal")
+
+    def checked(what: str, real, path_of):
+        def wrapper(*args, **kwargs):
+            path = path_of(args, kwargs)
+            if not _TRUST.on and path is not None and not writable_path(path):
+                refuse(what, f"{os.fsdecode(path)} (write)")
+            return real(*args, **kwargs)
+
+        wrapper.__name__ = getattr(real, "__name__", what)
+        return wrapper
+
+    first = lambda name: lambda a, k: a[0] if a else k.get(name)  # noqa: E731
+    second = lambda name: lambda a, k: a[1] if len(a) > 1 else k.get(name)  # noqa: E731
+    shared = lambda a, k: (a[0] if a else k.get("filename")) if (a[1:2] or [k.get("shared")])[0] else None  # noqa: E731
+    save = checked("torch.save", torch.serialization.save, second("f"))
+    torch.save = torch.serialization.save = save
+    torch.from_file = checked("torch.from_file", torch.from_file, shared)
+    for cls in (torch.UntypedStorage, torch.TypedStorage):  # `real` is bound to the class already
+        cls.from_file = staticmethod(checked("Storage.from_file", cls.from_file, shared))
+    writer = checked("PyTorchFileWriter", torch._C.PyTorchFileWriter, first("file_name"))
+    torch._C.PyTorchFileWriter = writer
+    if hasattr(torch, "PyTorchFileWriter"):
+        torch.PyTorchFileWriter = writer
+    jit_save = getattr(getattr(torch, "jit", None), "save", None)
+    if jit_save is not None:
+        torch.jit.save = checked("torch.jit.save", jit_save, second("f"))
 
 
 def attr_report(mod, name: str) -> dict:
@@ -576,7 +739,23 @@ def plain(t: torch.Tensor) -> torch.Tensor:
     grader's own work, so nothing the learner runs escapes the traps.
     """
     with _no_dispatch_modes():
+        odd = _odd_tensor(t)
+        if odd:
+            raise ContractError("wrong_type", f"returned a {odd} tensor; the contract needs a dense (strided) tensor")
         return t.as_subclass(torch.Tensor).detach().to("cpu").contiguous().clone()
+
+
+def _odd_tensor(t: torch.Tensor) -> str:
+    """What makes `t` something other than a dense tensor with data (sparse, nested, quantized, meta...), or ""."""
+    if t.is_nested:
+        return "nested"
+    if t.is_quantized:
+        return "quantized"
+    if t.is_meta:
+        return "meta"
+    if t.layout != torch.strided:
+        return str(t.layout).replace("torch.", "")
+    return ""
 
 
 def type_name(obj) -> str:
@@ -808,6 +987,7 @@ def serve(job: dict) -> None:
     patterns = job.get("forbidden", [])
     blocked = block_kernels(patterns)
     block_functions(patterns)
+    block_higher_order_ops(patterns)
     boxed = SANDBOX.get("sandbox") == "namespaces"  # /tmp and /dev/shm are private tmpfs only inside the sandbox
     writable = [where["scratch"], WORK] + (["/tmp", "/dev/shm"] if boxed else [])
     install_audit_hook(writable, job.get("hidden", []))

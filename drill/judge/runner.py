@@ -56,7 +56,7 @@ from typing import Any
 CHILD_SCRIPT = Path(__file__).with_name("child.py")
 # The driver and its torch-only siblings, copied next to every run (the child never imports drill).
 DRIVER_FILES = ("child.py", "chain.py", "audit.py", "sandbox_child.py")
-WORK_CAP_BYTES = 512 * 2**20  # the protocol folder (outputs, printed output) of one run, all files together
+WORK_CAP_BYTES = 512 * 2**20  # the protocol and scratch folders (outputs, printed output, files) of one run, together
 _OWN_PIDS: set[int] = set()  # processes this module started on purpose (children, fork servers)
 _OWN_LOCK = threading.Lock()
 
@@ -358,19 +358,26 @@ class Child:
         return total
 
     def _work_bytes(self) -> int:
-        """Bytes in the protocol folder (outputs, printed output): a learner filling it is stopped."""
-        total = 0
-        try:
-            with os.scandir(self.workdir) as it:
-                for n, entry in enumerate(it):
-                    if n > 2000:
-                        return WORK_CAP_BYTES + 1
-                    try:
-                        total += entry.stat(follow_symlinks=False).st_size
-                    except OSError:
-                        continue
-        except OSError:
-            return 0
+        """Bytes in the protocol folder (outputs, printed output) and the scratch folder, all files together: a
+        learner filling either is stopped. Without the sandbox the scratch folder is on the real disk, where
+        many files each under the per-file cap once filled it unnoticed."""
+        total, entries, stack = 0, 0, [self.workdir, self.scratch]
+        while stack:
+            try:
+                with os.scandir(stack.pop()) as it:
+                    for entry in it:
+                        entries += 1
+                        if entries > 2000:
+                            return WORK_CAP_BYTES + 1
+                        try:
+                            if entry.is_dir(follow_symlinks=False):
+                                stack.append(entry.path)
+                            else:
+                                total += entry.stat(follow_symlinks=False).st_size
+                        except OSError:
+                            continue
+            except OSError:
+                continue
         return total
 
     def _kill_group(self) -> None:
