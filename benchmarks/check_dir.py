@@ -12,6 +12,9 @@ getting busier hurts both sides alike):
    in-process `check_file` on a fork server, where start-up costs no longer
    hide the audit's own cost.
 
+Every command runs with --no-server (the cold path, as these targets were
+set for); benchmarks/check_server.py measures the warm grading server.
+
 Run: .venv/bin/python benchmarks/check_dir.py [--repeat 5]
 The learner files are fixtures from tests/fixtures/solutions (one good style
 per exercise), copied into a temporary folder under their exercise names.
@@ -73,7 +76,7 @@ def main() -> None:
         torch_s, dir_s = [], []
         for _ in range(args.repeat):
             torch_s.append(timed(torch_cmd, env))
-            dir_s.append(timed([*drill, "check", str(folder), "--seed", "1"], env))
+            dir_s.append(timed([*drill, "check", str(folder), "--seed", "1", "--no-server"], env))
         t_torch, t_dir = statistics.median(torch_s), statistics.median(dir_s)
         print(f"python -c 'import torch'        median {t_torch:6.2f} s  (runs: {', '.join(f'{x:.2f}' for x in torch_s)})")
         label = f"drill check DIR ({len(GOOD)} exercises)"
@@ -87,8 +90,8 @@ def main() -> None:
             shutil.copy(SOLUTIONS / name / fixture, path)
             on, off = [], []
             for _ in range(args.repeat):
-                on.append(timed([*drill, "check", str(path), "--seed", "1"], env))
-                off.append(timed([*drill, "check", str(path), "--seed", "1", "--no-audit"], env))
+                on.append(timed([*drill, "check", str(path), "--seed", "1", "--no-server"], env))
+                off.append(timed([*drill, "check", str(path), "--seed", "1", "--no-audit", "--no-server"], env))
             m_on, m_off = statistics.median(on), statistics.median(off)
             print(f"{name:8s} check with audit   median {m_on:6.2f} s, --no-audit {m_off:6.2f} s, "
                   f"ratio {m_on / m_off:5.2f}   (target <= 1.5)")

@@ -1,4 +1,4 @@
-"""Fixtures for every test: a private, empty DRILL_HOME (automatic), and the mock tests' scriptable bank.
+"""Fixtures for every test: a private, empty DRILL_HOME (automatic), no grading server, the mock tests' bank.
 
 Why the progress folder is automatic: a test that records a review or an
 attempt without asking for isolation would write into the learner's real
@@ -9,10 +9,36 @@ does not exist yet (as on a fresh machine); subprocesses inherit it.
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+# Hermetic by default: no test talks to a grading server unless it asks for one
+# (tests/test_judge_server.py unsets DRILL_NO_SERVER and gives each server its own
+# runtime folder). Set here, at import, so module-scoped fixtures and every
+# subprocess see it too; each pytest process (each xdist worker) gets its own folder.
+# A test that sets no DRILL_HOME of its own never reads or writes the user's real progress store either.
+os.environ["DRILL_NO_SERVER"] = "1"
+_RUNTIME = tempfile.mkdtemp(prefix="drill-test-run-")
+os.environ["XDG_RUNTIME_DIR"] = _RUNTIME
+os.environ["DRILL_HOME"] = os.path.join(_RUNTIME, "home")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(_RUNTIME, ignore_errors=True)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under `-n N --dist loadgroup`, a module's tests share one worker, so its module-scoped fixtures
+    (fork servers, graded results, a grading server) are built once; test_judge_fixtures.py groups its
+    tests by exercise instead, the unit it grades in."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__ if item.module else item.nodeid))
 
 # Both options of every question are correct (options may be shown in any
 # order), so "a,b" is always right and "a" always wrong: a script can answer

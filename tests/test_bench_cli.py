@@ -17,6 +17,8 @@ from typer.testing import CliRunner
 
 from drill.cli import app
 
+pytestmark = pytest.mark.slow  # every test times real ladders (the inner loop has tests/test_bench_parts.py)
+
 ROOT = Path(__file__).parent
 SOL = ROOT / "fixtures" / "solutions"
 GOOD_ATTENTION = SOL / "attention" / "good_matmul_softmax.py"

@@ -23,6 +23,7 @@ FIX = Path(__file__).parent / "fixtures" / "bench"
 runner = CliRunner()
 
 
+@pytest.mark.slow
 def test_a_hang_in_your_code_stops_at_timeout_and_exits_1() -> None:
     res = runner.invoke(app, ["bench", str(FIX / "attention_hangs_when_long.py"), "--exercise", "attention",
                               "--max-size", "512", "--timeout", "3", "--json"])

@@ -4,9 +4,8 @@ tests/fixtures/solutions/<exercise>/good_*.py must pass; bug_<id>__*.py must
 fail with diagnosis id <id>. A file with two mistakes is named
 bug_<id>__two_bugs_<other_id>.py: it must fail naming one of the two (a
 partial match says so) or `unknown`, never a third mistake. Exercises without a registered spec are skipped
-(issue 4 adds rope/gqa/kv_cache). All files are graded once per module by two
-fork servers (runner.ChildPool) side by side, so torch is imported twice, not
-once per file, and the suite stays within a couple of minutes.
+(issue 4 adds rope/gqa/kv_cache). Files are graded lazily, one exercise at a
+time (`Graded`), by two fork servers side by side.
 """
 
 from __future__ import annotations
@@ -58,26 +57,69 @@ def verdict_flips(exercise: str, seeds: tuple[int, ...], limits: Limits = LIMITS
                 if got not in _accepted(path):
                     flips.append((seed, path.name, got, r.diagnosis_detail[:200]))
     return flips
+class Graded:
+    """Verdicts of fixture files, graded on first use, one exercise at a time.
+
+    `-k layernorm` grades only layernorm's files; under pytest-xdist each
+    exercise's tests share one worker (`xdist_group`), so each file is graded
+    once per run. A batch is graded by two fork servers (runner.ChildPool)
+    side by side, so torch is imported twice per worker, not once per file.
+    """
+
+    def __init__(self, selected: set[Path] | None = None) -> None:
+        self.results: dict[Path, object] = {}
+        self.selected = selected  # the files this session's selected tests ask for (-k, -m); None = all
+
+    def __getitem__(self, path: Path) -> object:
+        if path not in self.results:
+            self.grade([p for p in FILES if p.parent == path.parent
+                        and (p == path or self.selected is None or p in self.selected)])
+        return self.results[path]
+
+    def grade(self, paths: list[Path]) -> dict[Path, object]:
+        todo = [p for p in paths if p not in self.results and registry.is_graded(p.parent.name)]
+        if todo:
+            def batch(part: list[Path]) -> dict[Path, object]:
+                with ChildPool() as pool:
+                    return {p: check_file(p, p.parent.name, SEED, LIMITS, pool=pool) for p in part}
+
+            with ThreadPoolExecutor(max_workers=2) as ex:
+                for part in ex.map(batch, [todo[0::2], todo[1::2]]):
+                    self.results.update(part)
+        return {p: self.results[p] for p in paths}
 
 
 @pytest.fixture(scope="module")
-def graded() -> dict[Path, object]:
-    todo = [p for p in FILES if registry.is_graded(p.parent.name)]
-    halves = [todo[0::2], todo[1::2]]
-
-    def grade(paths: list[Path]) -> dict[Path, object]:
-        with ChildPool() as pool:
-            return {p: check_file(p, p.parent.name, SEED, LIMITS, pool=pool) for p in paths}
-
-    with ThreadPoolExecutor(max_workers=2) as ex:
-        out: dict[Path, object] = {}
-        for part in ex.map(grade, halves):
-            out.update(part)
-        return out
+def graded(request: pytest.FixtureRequest) -> Graded:
+    selected = {item.callspec.params["path"] for item in request.session.items
+                if getattr(item, "callspec", None) is not None and isinstance(item.callspec.params.get("path"), Path)}
+    return Graded(selected or None)
 
 
-@pytest.mark.parametrize("path", FILES, ids=lambda p: f"{p.parent.name}/{p.stem}")
-def test_fixture_verdict(path: Path, graded: dict[Path, object]) -> None:
+def _first_of_each_kind() -> set[Path]:
+    """The files `-m "not slow"` keeps: each exercise's index fixture and one bug file per diagnosis id."""
+    keep: dict[tuple[str, str], Path] = {}
+    for p in FILES:
+        kind = "pass" if p.name.startswith("good_") else _expected(p)
+        if kind == "pass":
+            entry = next((e for e in registry.INDEX if e.name == p.parent.name), None)
+            if entry is None or entry.fixture != p.name:
+                continue
+        keep.setdefault((p.parent.name, kind), p)
+    return set(keep.values())
+
+
+INNER_LOOP = _first_of_each_kind()
+
+
+def _grouped(path: Path) -> object:
+    """A parameter in its exercise's xdist group (`--dist loadgroup`); slow unless it is in the inner loop."""
+    marks = [pytest.mark.xdist_group(f"fixtures-{path.parent.name}")] + ([] if path in INNER_LOOP else [pytest.mark.slow])
+    return pytest.param(path, id=f"{path.parent.name}/{path.stem}", marks=marks)
+
+
+@pytest.mark.parametrize("path", [_grouped(p) for p in FILES])
+def test_fixture_verdict(path: Path, graded: Graded) -> None:
     if not registry.is_graded(path.parent.name):
         pytest.skip(f"no spec registered for {path.parent.name} yet (issue 4)")
     result = graded[path]
@@ -92,9 +134,10 @@ def test_fixture_verdict(path: Path, graded: dict[Path, object]) -> None:
         assert result.to_json()["diagnosis"]["partial"] is True
 
 
-def test_two_bug_files_mostly_get_a_partial_name(graded: dict[Path, object]) -> None:
+def test_two_bug_files_mostly_get_a_partial_name(graded: Graded) -> None:
     """Where one mistake shows alone on some tests, it is named (partially) rather than `unknown`."""
     two = [p for p in FILES if TWO in p.stem and registry.is_graded(p.parent.name)]
+    graded.grade(two)  # only these files, whichever worker runs this test
     named = [p for p in two if graded[p].diagnosis is not None and graded[p].diagnosis.id != "unknown"]
     assert len(two) >= 10 and len(named) >= len(two) - 4, [(p.name, graded[p].diagnosis.id) for p in two]
     # the ffn sizes and the module are separate tests: the activation bug is named, partially
@@ -112,14 +155,16 @@ NAMED_FACTOR = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(NAMED_FACTOR))
-def test_a_wrong_factor_is_one_mistake_named_with_its_factor(name: str, graded: dict[Path, object]) -> None:
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xdist_group(f"fixtures-{n.split('/')[0]}"))
+                                  for n in sorted(NAMED_FACTOR)])
+def test_a_wrong_factor_is_one_mistake_named_with_its_factor(name: str, graded: Graded) -> None:
     result = graded[ROOT / name]
     assert result.diagnosis.id == "wrong_scale" and not result.diagnosis_partial, result.diagnosis_detail
     assert f"({NAMED_FACTOR[name]})" in result.diagnosis_detail
 
 
-def test_a_wrong_cache_dtype_is_reported_as_the_cache(graded: dict[Path, object]) -> None:
+@pytest.mark.xdist_group("fixtures-kv_cache")
+def test_a_wrong_cache_dtype_is_reported_as_the_cache(graded: Graded) -> None:
     result = graded[ROOT / "kv_cache" / "bug_wrong_dtype__cache_kept_fp32.py"]
     assert result.diagnosis.id == "wrong_dtype"
     assert result.diagnosis_detail.startswith("returned key cache has dtype float32, expected "), result.diagnosis_detail
@@ -129,8 +174,9 @@ def test_a_wrong_cache_dtype_is_reported_as_the_cache(graded: dict[Path, object]
     assert "cache" in doc["why"] and "k_all/v_all" in doc["fix"], doc
 
 
-@pytest.mark.parametrize("name", ["attention/bug_wrong_dtype__fp32_result.py", "mha/bug_wrong_dtype__fp32_result.py"])
-def test_a_wrong_output_dtype_keeps_the_output_wording(name: str, graded: dict[Path, object]) -> None:
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xdist_group(f"fixtures-{n.split('/')[0]}"))
+                                  for n in ["attention/bug_wrong_dtype__fp32_result.py", "mha/bug_wrong_dtype__fp32_result.py"]])
+def test_a_wrong_output_dtype_keeps_the_output_wording(name: str, graded: Graded) -> None:
     doc = graded[ROOT / name].to_json()["diagnosis"]
     assert doc["id"] == "wrong_dtype" and doc["title"] == "Wrong output dtype", doc
     assert "cache" not in doc["why"] + doc["fix"], doc

@@ -32,6 +32,7 @@ def pool():
         yield p
 
 
+@pytest.mark.slow
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(min_value=0, max_value=2**31 - 1))
 def test_any_seed_good_passes_and_bug_is_named(seed: int, pool: ChildPool) -> None:
@@ -58,6 +59,7 @@ shapes = st.fixed_dictionaries(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(s=shapes)
 def test_parent_side_never_crashes_on_random_attention_shapes(s: dict) -> None:

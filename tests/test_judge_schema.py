@@ -61,3 +61,10 @@ def test_safe_text_escapes_terminal_control_and_caps_length() -> None:
     text = safe_text("\x1b[2J\x1b[H\x07ok\r" + "x" * 5000, 100)
     assert "\x1b" not in text and "\x07" not in text and "\r" not in text and "\\x1b[2J" in text
     assert len(text) == 100
+
+
+def test_safe_text_escapes_invisible_and_line_breaking_characters() -> None:
+    """Separators some terminals break lines at, bidi and zero-width marks, the BOM and the tag characters
+    that can hide text are shown as escapes; ordinary non-ASCII text is kept."""
+    text = safe_text("a\u2028b\u2029c\u202ed\u2066e\u200bf\ufeffg\U000e0041h é 中")
+    assert text == "a\\u2028b\\u2029c\\u202ed\\u2066e\\u200bf\\ufeffg\\U000e0041h é 中"

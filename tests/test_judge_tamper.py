@@ -1,7 +1,7 @@
 """Hostile or broken learner files end in an honest failure, quickly, leaving nothing behind (issue 13).
 
 One fixture per attack class in tests/fixtures/tamper/ (each an attention.py
-attempt). Every file is graded twice on a fork server (runner.ChildPool):
+attempt, or `<exercise>__name.py` for another exercise). Every file is graded twice on a fork server (runner.ChildPool):
 with the static policy (layer 1) on, as `drill check` does, and with it off,
 so the layers below it (forbidden kernels and the audit hook in the child,
 the OS sandbox, the parent's boundary) must hold on their own. Each run must
@@ -65,6 +65,32 @@ CASES: dict[str, tuple] = {
     "disk_fill": ("policy_violation", STOPPED | {"output_limit"}, {}),
     "signal_drill": ("policy_violation", {"policy_violation", "crashed"}, {}),
     "empty_env_helper": ("policy_violation", {"policy_violation", "crashed"}, {}),
+    # red team (issue 13): each of these got an undeserved PASS, a traceback or a changed store before its fix
+    "private_module_sys": ("policy_violation", "policy_violation", {}),  # full stack: real SDPA passed
+    "builtins_alias_exec": ("policy_violation", "policy_violation", {}),
+    "frames_kernel_library": ("policy_violation", "policy_violation", {}),
+    "fake_filename_frames": ("policy_violation", "forbidden_op", {}),  # frames reached, kernels still blocked
+    "flex_attention": ("forbidden_op", "forbidden_op", {}),
+    "odd_outputs": ("wrong_type", "wrong_type", {}),
+    "zip_bomb_output": ("policy_violation", "crashed", {}),
+    "native_writers_store": ("policy_violation", {"policy_violation", "exception"}, {}),  # no store in the sandbox
+    "posix_spawn_store": ("policy_violation", "policy_violation", {}),
+    "pidfd_stop_parent": ("policy_violation", "policy_violation", {}),
+    "prlimit_parent": ("policy_violation", "policy_violation", {}),
+    "scratch_fill": ("policy_violation", STOPPED | {"output_limit"}, {}),
+    "mha__nested_native": ("policy_violation", "forbidden_op", {}),  # nested-tensor kernels were not blocked
+}
+
+# Attacks on what the sandbox would otherwise contain, graded with DRILL_SANDBOX=off and the policy off, so
+# layers 2 and 4 (and the runner's polling) hold them alone: file -> diagnosis.
+WITHOUT_SANDBOX = {
+    "native_writers_store": "policy_violation",
+    "posix_spawn_store": "policy_violation",
+    "pidfd_stop_parent": "policy_violation",
+    "prlimit_parent": "policy_violation",
+    "scratch_fill": "output_limit",
+    "zip_bomb_output": "crashed",
+    "frames_kernel_library": "policy_violation",
 }
 
 
@@ -102,6 +128,11 @@ def test_every_tamper_fixture_has_a_case() -> None:
     assert {p.stem for p in TAMPER.glob("*.py")} == set(CASES)
 
 
+def _exercise(name: str) -> str:
+    """Each fixture is an attention.py attempt, unless its name starts with another exercise (`mha__...`)."""
+    return name.split("__")[0] if "__" in name else "attention"
+
+
 def _accepts(want, got: str) -> bool:
     if want is ANY:
         return True
@@ -115,7 +146,7 @@ def test_tampering_fails_honestly(name: str, policy: bool, pool: ChildPool, stor
     with_policy, without, overrides = CASES[name]
     limits = Limits(**{**BASE, **overrides})
     t0 = time.monotonic()
-    result = check_file(TAMPER / f"{name}.py", "attention", seed=7, limits=limits, pool=pool, policy=policy)
+    result = check_file(TAMPER / f"{name}.py", _exercise(name), seed=7, limits=limits, pool=pool, policy=policy)
     elapsed = time.monotonic() - t0
     assert result.status in ("fail", "error"), f"{name} must never pass: {result.layers}"
     assert result.diagnosis is not None
@@ -127,6 +158,30 @@ def test_tampering_fails_honestly(name: str, policy: bool, pool: ChildPool, stor
     assert not Path("/dev/shm/drill-tamper-marker-shm").exists()
     text = json.dumps(result.to_json())
     assert "\x1b" not in text and "\x1b" not in result.diagnosis_detail
+
+
+@pytest.fixture(scope="module")
+def bare_pool():
+    """The fork server for the runs without the namespace sandbox (each test sets DRILL_SANDBOX=off itself):
+    its own, so an attack on the fork server that slipped through cannot reach the pool the other tests use."""
+    with ChildPool() as p:
+        yield p
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(WITHOUT_SANDBOX))
+def test_layers_below_the_policy_hold_without_the_sandbox(name: str, bare_pool: ChildPool, store: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DRILL_SANDBOX", "off")
+    limits = Limits(**BASE)
+    t0 = time.monotonic()
+    result = check_file(TAMPER / f"{name}.py", "attention", seed=7, limits=limits, pool=bare_pool, policy=False)
+    assert result.layers["sandbox"].startswith("off")
+    assert result.status in ("fail", "error") and result.diagnosis.id == WITHOUT_SANDBOX[name], (
+        result.diagnosis.id, result.diagnosis_detail)
+    assert time.monotonic() - t0 < limits.timeout_s + 45
+    assert _marked_processes() == []
+    assert (store / "progress.db").read_bytes() == b"sentinel" and os.listdir(store) == ["progress.db"]
 
 
 def test_forbidden_op_report_names_op_and_line(pool: ChildPool) -> None:

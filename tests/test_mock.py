@@ -362,6 +362,7 @@ def test_history_lists_scores_and_trend(home: Path, bank: Path, tmp_path: Path) 
     assert "untouched" in lines[1]
 
 
+@pytest.mark.slow
 def test_cli_pipe_end_to_end_with_real_grader(home: Path, bank: Path, tmp_path: Path) -> None:
     """The installed command over a pipe: answers, then the solution appears, then submit."""
     work = tmp_path / "work"

@@ -12,6 +12,7 @@ import drill.reference.norm as norm_module
 from drill.reference import selftest
 
 
+@pytest.mark.slow
 def test_selftest_passes_on_this_machine(capsys):
     assert selftest.main([]) == 0
     out = capsys.readouterr().out
@@ -20,6 +21,7 @@ def test_selftest_passes_on_this_machine(capsys):
     assert "13/13 passed" in out
 
 
+@pytest.mark.slow
 def test_selftest_fails_loudly_when_a_fused_part_is_wrong(monkeypatch, capsys):
     real = norm_module.rms_norm
 

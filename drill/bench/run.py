@@ -344,9 +344,9 @@ def bench_file(path: str | Path, exercise: str | None = None, opts: BenchOptions
             # The child applies its data-segment limit on CPU only; the parent's RSS watch reads child.limits.
             limits = child.limits = replace(limits, memory_mb=DEFAULT_MEMORY_MB[device])
         memory_mb = limits.memory_mb
-        from drill.judge.check import check_file
+        from drill.judge.client import grade_one  # the warm grading server when it can be used
 
-        result = check_file(path, name)
+        result = grade_one(path, name)
         if result.status != "pass":
             raise BenchRefused(result)
         seed = opts.seed if opts.seed is not None else random.SystemRandom().randrange(2**31)

@@ -74,10 +74,12 @@ class StorageTracker(TorchDispatchMode):
     V-only storage counts as expanded.
     """
 
-    def __init__(self, sources: dict[int, str] | None = None, flag_numel: int | None = None) -> None:
+    def __init__(self, sources: dict[int, str] | None = None, flag_numel: int | None = None,
+                 copies: list[tuple[str, torch.Tensor]] | None = None) -> None:
         super().__init__()
         self.sources = sources or {}
         self.flag_numel = flag_numel
+        self.copies = copies or []  # (label, sorted values of K or V at n_heads heads): found by value too
         self.live: dict[int, list] = {}  # ptr -> [nbytes, refs]
         self.labels: dict[int, frozenset] = {}
         self.current = self.peak = self.total = 0
@@ -108,8 +110,9 @@ class StorageTracker(TorchDispatchMode):
         return frozenset()
 
     def observe(self, p: int, o: torch.Tensor, name: str, seen: frozenset) -> None:
-        """Called for every output on a tracked storage, after its labels are set."""
+        """Called for every output on a tracked storage, after its labels are set (a subclass measures here)."""
         self._check_expanded(p, o)
+        self._check_copy(p, o)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -138,6 +141,27 @@ class StorageTracker(TorchDispatchMode):
                 weakref.finalize(o, self._release, p)
                 self.observe(p, o, name, seen)
         return out
+
+    def _check_copy(self, p: int, o: torch.Tensor) -> None:
+        """A storage whose values are exactly K (or V) at n_heads heads, in any layout and made by any op.
+
+        Labels follow data through movement ops; a contraction with a constant
+        (a one-hot head-picking matrix in an einsum) drops them while copying
+        K all the same. The sorted values of such a storage equal the sorted
+        values of K repeated per group, whatever the layout, so the audit
+        compares those too (after every write into the storage).
+        """
+        if not self.copies or p in self.expanded or not o.dtype.is_floating_point:
+            return
+        numel = self.live[p][0] // max(1, o.element_size())
+        for what, ref in self.copies:
+            if numel != ref.numel():
+                continue
+            flat = torch.empty(0, dtype=o.dtype, device=o.device).set_(o.untyped_storage(), 0, (numel,))
+            got = flat.detach().float().sort().values
+            if torch.allclose(got, ref, rtol=1e-4, atol=1e-5):
+                self.expanded[p] = {"what": what, "bytes": self.live[p][0], "shape": list(o.shape)}
+                return
 
     def _check_expanded(self, p: int, o: torch.Tensor) -> None:
         labels = self.labels.get(p, frozenset())
@@ -255,7 +279,11 @@ def gqa_memory(config: dict, mod: Any, host: Any) -> dict:
     sources = {_ptr(weights["k_proj"]): "WK", _ptr(weights["v_proj"]): "WV"}
     flag = b * h * t * dh
     with torch.no_grad():
-        with StorageTracker(sources, flag) as learner:
+        kv = [(x @ weights[n].t()).view(b, t, h_kv, dh).repeat_interleave(h // h_kv, dim=2).flatten().float()
+              for n in ("k_proj", "v_proj")]
+        copies = [("K", kv[0].sort().values), ("V", kv[1].sort().values),
+                  ("K", torch.cat(kv).sort().values)]  # K and V stacked in one storage
+        with StorageTracker(sources, flag, copies) as learner:
             out = module(x)
         del out
         w = [weights[n].detach() for n in ("q_proj", "k_proj", "v_proj", "o_proj")]

@@ -11,15 +11,22 @@ and ANSI escapes shown as escapes, length capped). Anything else makes the
 whole report unreadable, and the run ends as `crashed: unreadable report`:
 a report that is partly forged is not partly believed.
 
-Output tensors are read by the caller with `torch.load(weights_only=True)`
-after a size check (`MAX_OUTPUT_FILE_BYTES`); nothing is ever unpickled.
+Output tensors are read by `load_outputs`: the file must be a zip archive
+of stored (uncompressed) records within `MAX_OUTPUT_FILE_BYTES` in all (a
+deflated record could expand a few megabytes into all of the grader's
+memory), it is loaded with `torch.load(weights_only=True)` (nothing is ever
+unpickled), and every value must be a plain, dense CPU tensor that its file
+could really have held (no nested, quantized, sparse, meta or subclass
+tensor reaches the comparison, where some of them crashed the grader).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +37,12 @@ MAX_DEPTH = 8
 MAX_TEXT = 2000
 MAX_OUTPUT_FILE_BYTES = 256 * 2**20
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
+# C0/C1 controls (ESC), zero-width and bidi marks, line/paragraph separators (some terminals break lines at
+# them), the BOM, interlinear annotations and the invisible tag characters that can hide text.
+_CONTROL = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ufff9-\ufffb"
+    "\U000e0000-\U000e007f]"
+)
 
 
 def safe_text(value: Any, limit: int = MAX_TEXT, *, newlines: bool = False) -> str:
@@ -47,7 +59,7 @@ def safe_text(value: Any, limit: int = MAX_TEXT, *, newlines: bool = False) -> s
 
     def esc(m: re.Match) -> str:
         c = ord(m.group(0))
-        return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+        return f"\\x{c:02x}" if c < 0x100 else (f"\\u{c:04x}" if c < 0x10000 else f"\\U{c:08x}")
 
     text = _CONTROL.sub(esc, text)
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -187,3 +199,70 @@ def audit_data_ok(value: Any) -> bool:
     except Unreadable:
         return False
     return isinstance(value, dict)
+
+
+MAX_OUTPUT_RECORDS = 200
+
+
+def load_outputs(path: Path) -> dict[str, Any]:
+    """The tensors one case saved (`out`, gradients, flags), or Unreadable with what was wrong.
+
+    Checked before anything is allocated: the size of the file and of the
+    records its zip directory declares, none compressed; then loaded
+    weights_only and every value checked to be a dense tensor of a plain
+    dtype whose data fits in what the file held.
+    """
+    import torch
+
+    if path.stat().st_size > MAX_OUTPUT_FILE_BYTES:
+        raise Unreadable("output file too large")
+    try:
+        with zipfile.ZipFile(path) as archive:
+            entries = archive.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+        raise Unreadable("output file is not a torch.save archive") from exc
+    if len(entries) > MAX_OUTPUT_RECORDS:
+        raise Unreadable("output file has too many records")
+    if any(e.compress_type != zipfile.ZIP_STORED for e in entries):
+        raise Unreadable("output file has compressed records")
+    if sum(e.file_size for e in entries) > MAX_OUTPUT_FILE_BYTES:
+        raise Unreadable("output file declares more data than allowed")
+    try:
+        saved = torch.load(path, weights_only=True, map_location="cpu")
+    except Exception as exc:  # noqa: BLE001 - whatever torch refuses is an unreadable output
+        raise Unreadable(f"output file could not be loaded ({type(exc).__name__})") from exc
+    if not isinstance(saved, dict) or not isinstance(saved.get("out"), torch.Tensor):
+        raise Unreadable("output file does not hold a dict with an `out` tensor")
+    if len(saved) > MAX_OUTPUT_RECORDS:
+        raise Unreadable("output file holds too many tensors")
+    for key, value in saved.items():
+        if not isinstance(key, str) or len(key) > 200:
+            raise Unreadable("output file has a malformed key")
+        why = _tensor_problem(value)
+        if why:
+            raise Unreadable(f"{safe_text(key, 60)} is {why}")
+    return saved
+
+
+def _tensor_problem(t: Any) -> str:
+    """Why `t` is not a tensor the comparison may touch, or ""."""
+    import torch
+
+    if type(t) is not torch.Tensor:
+        return f"a {safe_text(type(t).__name__, 60)}, not a plain tensor"
+    if t.is_nested or t.is_quantized or t.is_meta or t.layout != torch.strided or t.device.type != "cpu":
+        return "not a dense CPU tensor"
+    if t.dtype not in _plain_dtypes():
+        return f"of dtype {safe_text(str(t.dtype), 40)}"
+    if t.dim() > 16 or t.numel() * t.element_size() > MAX_OUTPUT_FILE_BYTES:
+        return "larger than its file could hold"
+    return ""
+
+
+@functools.lru_cache(maxsize=1)
+def _plain_dtypes() -> frozenset:
+    """Built on first use: this module imports no torch at load time."""
+    import torch
+
+    return frozenset({torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128,
+                      torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64, torch.bool})

@@ -372,20 +372,10 @@ def _prepare_refused(result: Result, spec: Any, cases: list, events: list, outco
 
 
 def _load_output(child: Any, i: int) -> dict:
-    """The tensors a case saved: size-checked, loaded weights_only (never unpickled), a dict of tensors."""
-    import torch
+    """The tensors a case saved, through the boundary (size, no compression, weights_only, dense plain tensors)."""
+    from drill.judge.boundary import load_outputs
 
-    from drill.judge.boundary import MAX_OUTPUT_FILE_BYTES
-
-    path = child.output_file(f"out_{i}.pt")
-    if path.stat().st_size > MAX_OUTPUT_FILE_BYTES:
-        raise ValueError("output file too large")
-    saved = torch.load(path, weights_only=True, map_location="cpu")
-    if not isinstance(saved, dict) or not all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in saved.items()):
-        raise TypeError("not a dict of tensors")
-    if not isinstance(saved.get("out"), torch.Tensor):
-        raise TypeError("not a tensor")
-    return saved
+    return load_outputs(child.output_file(f"out_{i}.pt"))
 
 
 def _evaluate(spec: Any, cases: list, child: Any, events: list) -> list:
@@ -412,7 +402,10 @@ def _evaluate(spec: Any, cases: list, child: Any, events: list) -> list:
         try:
             saved = _load_output(child, i)
         except Exception as exc:  # noqa: BLE001 - anything unreadable is the learner's failure
-            ev.status, ev.record = "crashed", {"message": f"unreadable output ({type(exc).__name__})"}
+            from drill.judge.boundary import Unreadable
+
+            why = str(exc) if isinstance(exc, Unreadable) else type(exc).__name__
+            ev.status, ev.record = "crashed", {"message": f"unreadable output ({why})"}
             continue
         got = saved["out"]
         if case.derive is not None:  # a property check compares a quantity derived from the output

@@ -57,6 +57,10 @@ def _check_help() -> str:
 
 
 def register(app: typer.Typer) -> None:
+    from drill.judge import server_commands  # `drill server ...`: the judge area's warm grader
+
+    server_commands.register(app)
+
     @app.command(help=_check_help())
     def check(
         files: list[Path] = typer.Argument(..., help="Your solution file(s), or a folder: every <exercise>.py in it is graded."),
@@ -73,6 +77,8 @@ def register(app: typer.Typer) -> None:
         no_audit: bool = typer.Option(False, "--no-audit", help="Skip the advisory memory/work audits (gqa, kv_cache, moe)."),
         watch_mode: bool = typer.Option(False, "--watch", help="Re-grade on every save until Ctrl-C."),
         jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Files graded at once (default: min(4, CPU cores)).", min=1),
+        no_server: bool = typer.Option(False, "--no-server", help="Grade in this process, without the warm grading server "
+                                       "(as DRILL_NO_SERVER=1; see `drill server`)."),
     ) -> None:
         from drill.judge.batch import expand
         from drill.judge.runner import Limits
@@ -88,6 +94,8 @@ def register(app: typer.Typer) -> None:
             with user_errors():
                 _check_in_model(items[0])
         opts = {"seed": seed, "limits": limits, "strict": strict, "in_model": in_model, "audit": not no_audit}
+        if no_server:
+            opts["use_server"] = False
         out = Console(highlight=False)
         if watch_mode:
             raise typer.Exit(_watch(items, opts, out, verbose))
@@ -182,13 +190,21 @@ def register(app: typer.Typer) -> None:
                 fail_usage(f"hint shown but not remembered: {escape(str(exc))}")
 
 
-def _run_check(f: Path, exercise: str | None, opts: dict, quiet: bool, pool=None):
-    from drill.judge.check import check_file
+def _grade(jobs: list, opts: dict, *, workers: int | None = None, pool=None) -> list:
+    """Through the warm grading server when it can be used (drill/judge/client.py), else in this process."""
+    from drill.judge.client import Job, grade
 
+    use_server = opts.get("use_server")
+    options = {k: v for k, v in opts.items() if k != "use_server"}
+    return grade([Job(f, ex, **{**options, "in_model": in_model}) for f, ex, in_model in jobs], workers=workers,
+                 use_server=use_server, pool=pool)
+
+
+def _run_check(f: Path, exercise: str | None, opts: dict, quiet: bool, pool=None):
     if not quiet and sys.stderr.isatty():
         with err_console.status(f"grading {f.name} …", spinner="dots"):
-            return check_file(f, exercise, pool=pool, **opts)
-    return check_file(f, exercise, pool=pool, **opts)
+            return _grade([(f, exercise, opts["in_model"])], opts, pool=pool)[0]
+    return _grade([(f, exercise, opts["in_model"])], opts, pool=pool)[0]
 
 
 def _check_in_model(item: tuple) -> None:
@@ -223,23 +239,18 @@ def _grade_items(
             render(result, out, verbose=verbose)
         return [result]
 
-    from drill.judge.batch import grade_all, summary_table
-    from drill.judge.check import check_file
+    from drill.judge.batch import summary_table
+    from drill.judge.registry import resolve_exercise
 
     t0 = time.monotonic()
-
-    def grade(f: Path, ex: str | None, pool):  # several files: --in-model applies to those with a slot for it
-        from drill.judge.registry import resolve_exercise
-
-        in_model = opts["in_model"] and resolve_exercise(f, ex) in IN_MODEL_EXERCISES
-        return check_file(f, ex, pool=pool, **{**opts, "in_model": in_model})
-
     with user_errors():
+        # several files: --in-model applies to those with a slot for it
+        todo = [(f, ex, opts["in_model"] and resolve_exercise(f, ex) in IN_MODEL_EXERCISES) for f, ex in items]
         if not quiet and sys.stderr.isatty():
             with err_console.status(f"grading {len(items)} files …", spinner="dots"):
-                results = grade_all(items, grade, workers=jobs)
+                results = _grade(todo, opts, workers=jobs)
         else:
-            results = grade_all(items, grade, workers=jobs)
+            results = _grade(todo, opts, workers=jobs)
     for r in results:
         if not quiet and (verbose or r.status != "pass" or r.advisories):
             render(r, out, verbose=verbose)
@@ -250,23 +261,27 @@ def _grade_items(
 
 def _watch(items: list, opts: dict, out: Console, verbose: bool) -> int:
     """Re-grade changed files until Ctrl-C; the exit code is the last verdict's (0 = all pass)."""
+    from contextlib import nullcontext
+
     from drill.judge.report import render
     from drill.judge.runner import ChildPool
+    from drill.judge.server_dir import disabled
     from drill.judge.watch import watch
 
     exercise_of = {f: ex for f, ex in items}
     last: dict = {}
     saved: list[bool] = []  # one per verdict: was its attempt recorded?
-    with ChildPool() as pool:  # warm between saves: a re-grade costs a fork, not an import of torch
+    in_process = opts.get("use_server") is False or disabled()
+    # Warm between saves: the grading server, or without it a fork server of our own (a fork, not an import of torch).
+    with ChildPool() if in_process else nullcontext() as pool:
 
         def grade(changed: list) -> None:
-            from drill.judge.check import check_file
             from drill.judge.registry import resolve_exercise
 
             for f in changed:
                 try:  # --in-model applies to the files with a slot for it, as in a one-shot run
                     in_model = opts["in_model"] and resolve_exercise(f, exercise_of[f]) in IN_MODEL_EXERCISES
-                    result = check_file(f, exercise_of[f], pool=pool, **{**opts, "in_model": in_model})
+                    result = _grade([(f, exercise_of[f], in_model)], opts, pool=pool)[0]
                 except UserError as exc:  # e.g. the file vanished mid-save: say so, keep watching
                     err_console.print(f"[red]error:[/] {escape(str(exc))}")
                     continue

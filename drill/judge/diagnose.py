@@ -437,23 +437,14 @@ def match_bug(spec: Spec, evals: list[CaseEval], tolerance_of: Any) -> Verdict |
     if not evals or all(ev.forward.ok for ev in evals):
         return None
     n_failing = sum(not ev.forward.ok for ev in evals)
-    consistent: list[tuple[int, int, Bug]] = []  # (explained, order, bug)
-    partial: list[tuple[int, int, Bug]] = []
-    plain: dict[int, bool] = {}  # per case: the learner within tolerance with nothing ignored (same for most variants)
-    # First pass: only whether each variant is consistent, stopping at its first contradiction, failing
-    # tests first (where a wrong variant shows at once). Most variants are out after one or two cases,
-    # so a failing check pays for the few that fit, not for every variant on every case. Only when none
-    # fits does the second pass score them all for the partial match; the verdict is the same either way.
-    ordered = sorted(evals, key=lambda ev: ev.forward.ok)
-    for order, bug in enumerate(spec.bugs):
-        explained, _, is_consistent = _score_bug(bug, ordered, tolerance_of, plain, stop_early=True)
-        if is_consistent and explained:
-            consistent.append((explained, -order, bug))
-    if not consistent:
-        for order, bug in enumerate(spec.bugs):
-            _, matched, _ = _score_bug(bug, evals, tolerance_of, plain)
-            if matched:
-                partial.append((matched, -order, bug))
+    # Failing cases first: a variant that is not the learner's mistake almost always differs from the
+    # learner's output on the first of them, and is dropped after one evaluation instead of len(evals).
+    order = [ev for ev in evals if not ev.forward.ok] + [ev for ev in evals if ev.forward.ok]
+    learner_ok: dict[int, bool] = {}  # per case, without an ignore mask: the same for every variant
+    scores = [_Score() for _ in spec.bugs]
+    for score, bug in zip(scores, spec.bugs):
+        _advance(bug, order, score, tolerance_of, learner_ok, to_end=False)
+    consistent = [(s.explained, -i, bug) for i, (s, bug) in enumerate(zip(scores, spec.bugs)) if s.consistent and s.explained]
     if consistent:
         n, _, bug = max(consistent, key=lambda t: t[:2])
         label = f" ({bug.label})" if bug.label else ""
@@ -465,6 +456,10 @@ def match_bug(spec: Spec, evals: list[CaseEval], tolerance_of: Any) -> Verdict |
         if others:
             detail += f"; also consistent with: {', '.join(others)}"
         return Verdict(bug.diagnosis, detail, partial=bool(bug.also), explained=n)
+    # No variant explains everything: the partial counts need every case of the variants dropped early.
+    for score, bug in zip(scores, spec.bugs):
+        _advance(bug, order, score, tolerance_of, learner_ok, to_end=True)
+    partial = [(s.matched, -i, bug) for i, (s, bug) in enumerate(zip(scores, spec.bugs)) if s.matched]
     if partial:
         n, _, bug = max(partial, key=lambda t: t[:2])
         label = f" ({bug.label})" if bug.label else ""
@@ -479,6 +474,16 @@ def match_bug(spec: Spec, evals: list[CaseEval], tolerance_of: Any) -> Verdict |
             detail += f" (parts also match: {', '.join(others)})"
         return Verdict(bug.diagnosis, detail, partial=True, explained=n)
     return None
+
+
+@dataclass
+class _Score:
+    """One variant's standing: failing cases explained (if consistent), matched exactly, how far evaluated."""
+
+    explained: int = 0
+    matched: int = 0
+    consistent: bool = True
+    next: int = 0
 
 
 def _other_ids(best: Bug, bugs: list[Bug]) -> list[str]:
@@ -498,13 +503,12 @@ def _other_counts(best: Bug, scored: list[tuple[int, int, Bug]]) -> list[str]:
     return [f"{i} on {n} test{'s' if n != 1 else ''}" for i, n in sorted(most.items(), key=lambda t: -t[1])]
 
 
-def _score_bug(bug: Bug, evals: list[CaseEval], tolerance_of: Any, plain: dict[int, bool] | None = None,
-               stop_early: bool = False) -> tuple[int, int, bool]:
-    """(failing cases explained if consistent, failing cases matched exactly, consistent with all cases).
+def _advance(bug: Bug, order: list[CaseEval], score: _Score, tolerance_of: Any, learner_ok: dict[int, bool], *,
+             to_end: bool) -> None:
+    """Evaluate `bug` on the cases from score.next on; stop at the first inconsistency unless `to_end`.
 
-    `plain` memoises, per case, whether the learner's output is within tolerance with nothing ignored:
-    the same for every variant that leaves no element unknown (a third of the comparisons).
-    stop_early: return at the first case contradicting the variant (the counts are then partial).
+    The counts are sums over cases, so evaluating in any order, and resuming
+    later where it stopped, gives exactly the numbers of one full pass.
     A case whose output has the wrong shape counts only for a variant that itself changes the shape (e.g.
     a sum over too few axes); for any other variant it is left out, as it says nothing about the values.
     Only verdicts are needed here, so the comparisons are `quick` (no messages).
@@ -515,13 +519,9 @@ def _score_bug(bug: Bug, evals: list[CaseEval], tolerance_of: Any, plain: dict[i
 
     compare = partial(full, quick=True)
 
-    plain = {} if plain is None else plain
-
-    explained = matched = 0
-    consistent = True
-    for ev in evals:
-        if stop_early and not consistent:
-            break
+    while score.next < len(order):
+        ev = order[score.next]
+        score.next += 1
         case = ev.case
         try:
             produced = bug.fn(case, ev.got) if bug.fit else bug.fn(case)
@@ -537,22 +537,24 @@ def _score_bug(bug: Bug, evals: list[CaseEval], tolerance_of: Any, plain: dict[i
         if ev.forward.reason == "shape" and (variant is None or tuple(variant.shape) == tuple(case.expected.shape)):
             continue
         if unknown is None:
-            if id(ev) not in plain:
-                plain[id(ev)] = compare(ev.got, case.expected, tol, care=case.care).ok
-            learner_ok = plain[id(ev)]
+            if id(ev) not in learner_ok:
+                learner_ok[id(ev)] = compare(ev.got, case.expected, tol, care=case.care).ok
+            got_ok = learner_ok[id(ev)]
         else:
-            learner_ok = compare(ev.got, case.expected, tol, care=case.care, ignore=unknown).ok
-        variant_ok = True if variant is None else compare(variant, case.expected, tol, care=case.care, ignore=unknown).ok
-        if learner_ok != variant_ok:
-            consistent = False
+            got_ok = compare(ev.got, case.expected, tol, care=case.care, ignore=unknown).ok
+        if got_ok:  # consistent here only if the variant passes too
+            if variant is None or compare(variant, case.expected, tol, care=case.care, ignore=unknown).ok:
+                continue
+        # A failing case is explained only if the variant reproduces it (and then also fails, which is
+        # checked second: most variants are already out after the first comparison).
+        elif (variant is not None and compare(ev.got, variant, tol, care=case.care, ignore=unknown).ok
+              and not compare(variant, case.expected, tol, care=case.care, ignore=unknown).ok):
+            score.explained += 1
+            score.matched += _finite_evidence(variant, case, tol, unknown)
             continue
-        if not learner_ok:
-            if compare(ev.got, variant, tol, care=case.care, ignore=unknown).ok:
-                explained += 1
-                matched += _finite_evidence(variant, case, tol, unknown)
-            else:
-                consistent = False
-    return explained, matched, consistent
+        score.consistent = False
+        if not to_end:
+            return
 
 
 def _finite_evidence(variant: Any, case: Case, tol: Any, unknown: Any) -> bool:

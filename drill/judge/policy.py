@@ -19,7 +19,10 @@ attacker needs:
   stdlib module, e.g. `torch.os`), dunder attributes beyond the few ordinary
   classes use (`super().__init__`, `type(self).__name__`), and private
   `_names` the file does not define itself (`self._cache` is fine,
-  `torch._C` is not).
+  `torch._C` is not); a private of a module, or of anything reached from an
+  import, is refused even when the file defines the name too (otherwise
+  `_sys = 0` would let `collections._sys` through, and with it `sys`), and
+  so is importing a private name (`from collections import _sys`).
 
 The body of `if __name__ == "__main__":` is not checked (it never runs when
 graded; people put timing and prints there), unless the file rebinds
@@ -70,6 +73,7 @@ BLOCKED_ATTRS = frozenset({
     "jit", "ops", "library", "utils", "compile", "compiler", "classes", "fx", "export", "hub", "package",
     "overrides", "serialization", "profiler", "testing", "distributed", "cpp", "monitor", "futures", "onnx",
     "jiterator", "tunable", "parallel", "multiprocessing",
+    "ao",  # quantization: torch.ao.nn.quantizable.MultiheadAttention is a whole attention in Python
     # files, pickles and shared memory
     "load", "save", "from_file", "fromfile", "tofile", "memmap", "open_memmap", "loadtxt", "savetxt", "savez",
     "savez_compressed", "genfromtxt", "fromregex", "share_memory_", "export_chrome_trace", "ctypes",
@@ -91,6 +95,9 @@ _STDLIB = frozenset({
     "zipfile", "webbrowser", "logging", "textwrap", "keyword", "dis", "ast", "tokenize", "linecache", "zipapp",
     "posixpath", "genericpath", "stat", "fnmatch", "json", "string", "pydoc", "code", "timeit", "select",
     "selectors", "queue", "sched", "contextvars", "_io", "_ctypes", "_posixsubprocess", "_signal", "np",
+    # the same modules under the aliases allowed modules import them as (enum: `import builtins as bltns`);
+    # tests/test_judge_policy.py walks the allowed modules and fails on any alias missing here
+    "bltns",
 })
 _STDLIB = _STDLIB - {"np", "select"}  # np is numpy (allowed); x.select(dim, i) is a tensor method
 # torch/numpy privates refused even when the file defines a name like them.
@@ -102,6 +109,10 @@ BLOCKED_PRIVATE = frozenset({
     "_meta_registrations", "_prims_common", "_python_dispatcher", "_nn", "_compile", "_utils_internal",
     "_weights_only_unpickler", "_storage_docs", "_tensor_str", "_torch_docs", "_linalg_utils", "_namedtensor_internals",
     "_make_subclass", "_make_wrapper_subclass", "_disable_current_modes", "_get_current_dispatch_mode",
+    # privates of the standard library that run code or reach frames and modules, on whatever object they are
+    # read from (typing.ForwardRef("...")._evaluate(...) is an eval; a function argument hides the module)
+    "_evaluate", "_eval_type", "_create_fn", "_getcategory", "_setoption", "_caller", "_getframe",
+    "_getframemodulename", "_current_frames", "_destroy", "_sys", "_os", "_imp", "_bootstrap", "_weakref", "_thread",
 })
 # Dunder attributes ordinary classes use; every other __x__ attribute is refused.
 ALLOWED_DUNDER_ATTRS = frozenset({
@@ -196,9 +207,42 @@ def _rebinds_name(tree: ast.AST) -> bool:
     return False
 
 
+def _module_names(tree: ast.AST) -> set[str]:
+    """Names that may hold a module or something made by one: every name an import binds, and names assigned
+    from an expression rooted at one (`m = collections`, `t = torch.nn`, `fr = typing.ForwardRef("x")`)."""
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            out.update((a.asname or a.name).split(".")[0] for a in node.names)
+    changed = True
+    while changed:
+        changed = False
+        for node in ast.walk(tree):
+            targets = []
+            if isinstance(node, ast.Assign):
+                targets, value = node.targets, node.value
+            elif isinstance(node, (ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
+                targets, value = [node.target], node.value
+            if not targets or _chain_root(value) not in out:
+                continue
+            for t in targets:
+                if isinstance(t, ast.Name) and t.id not in out:
+                    out.add(t.id)
+                    changed = True
+    return out
+
+
+def _chain_root(node: ast.AST) -> str | None:
+    """`a` for `a`, `a.b.c`, `a.b(...)`, `a.b[...]`, `a(...).c`: the name everything was reached from, else None."""
+    while isinstance(node, (ast.Attribute, ast.Call, ast.Subscript)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
 class _Checker(ast.NodeVisitor):
-    def __init__(self, defined: set[str]) -> None:
+    def __init__(self, defined: set[str], modules: set[str] | None = None) -> None:
         self.defined = defined
+        self.modules = modules or set()
         self.found: list[tuple[int, str]] = []
         self._allowed_refs: set[int] = set()  # id() of Name nodes used as the callee of an allowed call
 
@@ -223,7 +267,7 @@ class _Checker(ast.NodeVisitor):
                 if alias.name == "*":
                     self.flag(node, f"`from {module} import *` is not allowed (import the names you use)")
                     continue
-                why = self._attr_problem(alias.name)
+                why = self._attr_problem(alias.name, on_module=True)
                 full = f"{module}.{alias.name}"
                 if why is not None and not import_allowed(full):
                     self.flag(node, f"`from {module} import {alias.name}`: {why}")
@@ -243,7 +287,8 @@ class _Checker(ast.NodeVisitor):
             self.flag(node, f"rebinding `{name}` is not allowed")
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
-        why = self._attr_problem(node.attr, store=not isinstance(node.ctx, ast.Load))
+        store = not isinstance(node.ctx, ast.Load)
+        why = self._attr_problem(node.attr, store=store, on_module=self._on_module(node.value))
         if why is not None:
             self.flag(node, f"`.{node.attr}`: {why}")
         self.generic_visit(node)
@@ -253,7 +298,8 @@ class _Checker(ast.NodeVisitor):
         if isinstance(fn, ast.Name) and fn.id in _ATTR_BUILTINS:
             if len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str):
                 self._allowed_refs.add(id(fn))
-                why = self._attr_problem(node.args[1].value, store=fn.id != "getattr")
+                why = self._attr_problem(node.args[1].value, store=fn.id != "getattr",
+                                         on_module=self._on_module(node.args[0]))
                 if why is not None:
                     self.flag(node, f"`{fn.id}(..., {node.args[1].value!r})`: {why}")
             else:
@@ -262,7 +308,12 @@ class _Checker(ast.NodeVisitor):
                     self.flag(node, f"`{fn.id}` with a computed attribute name is not allowed (write obj.name)")
         self.generic_visit(node)
 
-    def _attr_problem(self, attr: str, store: bool = False) -> str | None:
+    def _on_module(self, base: ast.AST) -> bool:
+        return _chain_root(base) in self.modules
+
+    def _attr_problem(self, attr: str, store: bool = False, on_module: bool = False) -> str | None:
+        """Why `<obj>.attr` is refused, or None. `on_module`: the object may be a module (rooted at an import),
+        whose privates are refused even when the file defines a name like them (`collections._sys`)."""
         if attr in BLOCKED_ATTRS:
             return "not needed by a solution and not allowed"
         if attr in _STDLIB:
@@ -273,7 +324,9 @@ class _Checker(ast.NodeVisitor):
             return None
         if attr.startswith("_") and not attr.startswith("__"):
             if attr in BLOCKED_PRIVATE:
-                return "a torch/numpy private, not allowed"
+                return "a private of torch, numpy or the standard library that no solution needs, not allowed"
+            if on_module:
+                return "a private attribute of a module or of something imported, not allowed"
             if attr not in self.defined:
                 return "a private attribute this file does not define (torch's privates are not allowed)"
         return None
@@ -288,7 +341,7 @@ def check_source(source: str, filename: str = "<learner>") -> list[Violation]:
     tree = ast.parse(source, filename=filename)
     lines = source.splitlines()
     skip_main = not _rebinds_name(tree)
-    checker = _Checker(_defined_names(tree))
+    checker = _Checker(_defined_names(tree), _module_names(tree))
     for stmt in tree.body:
         if skip_main and _is_main_guard(stmt):
             checker.visit(stmt.test)

@@ -222,7 +222,13 @@ def _init(worker: int) -> None:
 
 def _supervise(child: int, hard_timeout_s: float) -> None:
     """P: wait for the namespace's init, killing it at the hard deadline; mirror its status."""
+    import select
+
     deadline = time.monotonic() + hard_timeout_s
+    try:  # woken the moment init exits (a 50 ms poll here added ~25 ms to every run)
+        fd = os.pidfd_open(child)
+    except (AttributeError, OSError):
+        fd = None
     while True:
         pid, status = os.waitpid(child, os.WNOHANG)
         if pid == child:
@@ -231,7 +237,10 @@ def _supervise(child: int, hard_timeout_s: float) -> None:
             os.kill(child, signal.SIGKILL)
             _, status = os.waitpid(child, 0)
             _mirror(status, decode_init=True)
-        time.sleep(0.05)
+        if fd is None:
+            time.sleep(0.05)
+        else:
+            select.select([fd], [], [], min(1.0, max(0.0, deadline - time.monotonic())))
 
 
 def enter(spec: dict) -> dict:

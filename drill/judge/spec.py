@@ -198,6 +198,17 @@ FORBIDDEN_ATTENTION = (
     "_scaled_dot_product_*",
     "multi_head_attention_forward",
     "_native_multi_head_attention",
+    # the fused kernels F.sdpa dispatches to on CUDA, callable directly (torch.nn.attention.varlen) or from
+    # TorchScript/C++: blocked themselves, not only through the op above them
+    "_flash_attention_*",
+    "_efficient_attention_*",
+    "_cudnn_attention_*",
+    "_triton_scaled_dot_attention",
+    "_triton_multi_head_attention",
+    "_transformer_encoder_layer_fwd",
+    # torch.nn.attention.flex_attention: a higher-order op whose eager path is a whole attention in Python
+    # (the child blocks the HOP itself, process-wide)
+    "flex_attention",
 )
 FORBIDDEN_ATTENTION_CLASSES = ("torch.nn.MultiheadAttention",)
 FORBIDDEN_NORM = ("rms_norm", "_fused_rms_norm", "layer_norm", "native_layer_norm")

@@ -315,9 +315,9 @@ def _brief(ctx: MockContext, planned: MockPlan) -> None:
 
 
 def _check_file(path: Path, exercise: str, seed: int | None):  # type: ignore[no-untyped-def]
-    from drill.judge.check import check_file
+    from drill.judge.client import grade_one  # the warm grading server when it can be used, else in-process
 
-    return check_file(path, exercise=exercise, seed=seed)
+    return grade_one(path, exercise=exercise, seed=seed)
 
 
 def show_history(console: Console | None = None, store: Store | None = None) -> None:

@@ -127,7 +127,7 @@ class one_thread:
         with one_thread._lock:
             if one_thread._depth == 0:
                 one_thread._saved = torch.get_num_threads()
-                torch.set_num_threads(1)
+            torch.set_num_threads(1)  # also in this thread, should the count be kept per OS thread
             one_thread._depth += 1
 
     def __exit__(self, *exc: object) -> None:

@@ -59,6 +59,39 @@ def _rope(t: Tensor, positions: Tensor, base: float, convention: str = "half") -
 
 
 
+def _once_per_scenario(fn):
+    """Replay a scenario's sequence once per mistake; its cases (outputs, key cache, value cache) pick from it.
+
+    The cases of one `_scenario` share a `ctx["replays"]` dict (made with the
+    cases, so nothing outlives one check). The memo key is every argument but
+    the case, whatever knobs `replay` grows, plus the stale positions the
+    case's own `ctx["stale"]` gives (they differ between cases of one scenario).
+    Before it, a failing kv_cache file replayed every chain three times per variant.
+    """
+    import functools
+    import inspect
+
+    sig = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def wrapper(case: Case, **knobs):
+        bound = sig.bind(case, **knobs)
+        bound.apply_defaults()
+        memo = case.ctx.get("replays")
+        if memo is None:
+            return fn(case, **knobs)[case.extra["returns"]]
+        stale = bound.arguments.get("stale")
+        positions = case.ctx["stale"][stale] if stale else None
+        key = (tuple((k, repr(v)) for k, v in bound.arguments.items() if k != "case"),
+               None if positions is None else tuple(tuple(p.tolist()) for p in positions))
+        if key not in memo:
+            memo[key] = fn(case, **knobs)
+        return memo[key][case.extra["returns"]]
+
+    return wrapper
+
+
+@_once_per_scenario
 def replay(
     case: Case,
     *,
@@ -74,7 +107,7 @@ def replay(
     shifted: bool = False,
     convention: str | None = None,
 ) -> Tensor:
-    """The chain case's chosen output as the buggy code computes it (fp32).
+    """The chain case's chosen output (extra["returns"]) as the buggy code computes it (fp32).
 
     top_left: True (tril of the (T_new, T_total) rectangle on every call) or "chunks"
     (only when T_new > 1; a single token unmasked, which is right).
@@ -135,7 +168,7 @@ def replay(
         outs.append(F.linear(merge_heads(o, strided), wo))
         past = (cache_k, v_all)
         start += n
-    return {"out": torch.cat(outs, dim=1), "k": past[0], "v": past[1]}[extra["returns"]]
+    return {"out": torch.cat(outs, dim=1), "k": past[0], "v": past[1]}  # the wrapper picks extra["returns"]
 
 
 # How a RoPE cache keyed without the positions can be keyed: (label, fields of the key, whether it

@@ -35,7 +35,8 @@ from drill.judge.spec import FORBIDDEN_ATTENTION, FORBIDDEN_ATTENTION_CLASSES, F
 from drill.judge.spec import Case, Diagnosis, Spec
 from drill.judge.specs._attention_bugs import ATTENTION_VARIANTS, D as AD, attend, merge_heads, split_heads
 from drill.judge.specs._common import (
-    DTYPE_LABEL, DTYPES, TOLERANCES, Draw, causal_mask, diagnoses, module_case, repeat_probe, variant_bugs,
+    DTYPE_LABEL, DTYPES, TOLERANCES, Draw, causal_mask, diagnoses, module_case, repeat_probe, twice_probes,
+    variant_bugs,
 )
 from drill.judge.specs._norm import EPS_ON_RECIPROCAL, EPS_OUTSIDE, normalise
 from drill.judge.specs._rope_bugs import (
@@ -142,7 +143,7 @@ def make_cases(seed: int) -> list[Case]:
                        d_ff=48, positions=_gaps(d, t, 0, 200), dtype="float16", scale=400.0,
                        gain=200.0))  # branch outputs as large as the stream, so losing one shows
     cases.append(_repeat_case(d))  # drawn last: the cases above are unchanged for a seed
-    return cases
+    return twice_probes(cases)  # the first plain fp32 cases are also called twice: non-determinism shows
 
 
 def _repeat_case(d: Draw) -> Case:

@@ -87,6 +87,7 @@ def _scenario(
         args.update(past_k=pk.to(DTYPES[dtype]), past_v=pv.to(DTYPES[dtype]))
     config = f"n_heads={h}, n_kv_heads={h_kv}, d_head={dh}" + ("" if base == DEFAULT_BASE else f", base {base:g}")
     split = "+".join(str(n) for n in calls)
+    replays: dict = {}  # this check's bug replays of the shared sequence (specs/_kv_bugs.replay); dies with the cases
     cases = []
     for what in returns:
         with_grads = grads and what == "out"
@@ -104,7 +105,8 @@ def _scenario(
                 grad_params=with_grads,
                 upstream=d.normal(batch, sum(calls), d_model) if with_grads else None,
                 extra={"calls": list(calls), "returns": what, "past": bool(past_len)},
-                ctx={"dtype": dtype, "n_heads": h, "n_kv_heads": h_kv, "base": float(base), "what": NOUN[what]},
+                ctx={"dtype": dtype, "n_heads": h, "n_kv_heads": h_kv, "base": float(base), "what": NOUN[what],
+                     "replays": replays},
             )
         )
     return cases

@@ -42,7 +42,7 @@ import torch.nn.functional as F
 from drill.judge.registry import default
 from drill.judge.spec import Case, Spec, Tolerance
 from drill.judge.specs._common import (
-    DTYPE_LABEL, DTYPES, TOLERANCES, Draw, module_case, one_thread, repeat_after, variant_bugs,
+    DTYPE_LABEL, DTYPES, TOLERANCES, Draw, module_case, one_thread, repeat_after, twice_probes, variant_bugs,
 )
 from drill.judge.specs._moe_bugs import MD, MOE_VARIANTS
 
@@ -185,7 +185,7 @@ def _make_cases(d: Draw) -> list[Case]:
     cases += _scenario(d, "top_k=1 of 4 experts", B=2, T=T(), e=4, k=1, dtype="bfloat16")
     cases += _scenario(d, "top_k=3 of 16 experts", B=1, T=T() + 2, e=16, k=3, dtype="bfloat16")
     cases.append(_repeat_case(d))  # drawn last: the cases above are unchanged for a seed
-    return cases
+    return twice_probes(cases)  # the first plain fp32 cases are also called twice: non-determinism shows
 
 
 def _repeat_case(d: Draw) -> Case:

@@ -1,0 +1,159 @@
+"""Layer 1 alone: the static policy refuses the ways out of the tensor API and keeps ordinary code (issue 13).
+
+These call `policy.check_source` directly (no child, no torch for most): the
+tamper suite (tests/test_judge_tamper.py) grades whole files through every
+layer. The last test walks the modules a solution may import and fails on
+any public attribute path that reaches a dangerous module or builtin under a
+name the policy does not refuse (such as enum's `bltns`, the builtins
+module under another name), so a torch or numpy upgrade that adds one is
+caught here rather than by an attacker.
+"""
+
+from __future__ import annotations
+
+import builtins
+import importlib
+import sys
+import types
+import warnings
+
+import pytest
+
+from drill.judge import policy
+
+REFUSED = {
+    # a private the file "defines" by importing it, or by assigning a name like it
+    "from_import_private": "from collections import _sys\n_sys.modules\n",
+    "defined_private_on_module": "import collections\n_sys = 0\ncollections._sys.modules\n",
+    "defined_private_on_alias": "import random\nr = random\n_os = 0\nr._os.system('x')\n",
+    "defined_private_literal_getattr": "import typing\n_caller = 0\ngetattr(typing, '_caller')\n",
+    "defined_private_on_submodule": "import torch\n_getframe = 0\ntorch.nn.functional._getframe\n",
+    # an eval behind a private method of a public class, reached through a call or a function argument
+    "forwardref_evaluate_on_call": (
+        "import typing\nclass A:\n    _evaluate = None\nfr = typing.ForwardRef('int')\nfr._evaluate({}, {}, frozenset())\n"
+    ),
+    "forwardref_evaluate_on_argument": (
+        "import typing\n_evaluate = None\ndef run(ref):\n    return ref._evaluate({}, {}, frozenset())\n"
+        "run(typing.ForwardRef(\"__import__('os')\"))\n"
+    ),
+    "private_of_a_call_result": "import torch\n_base = 0\ntorch.zeros(2)._base\n",
+    # stdlib modules under the names allowed modules import them as
+    "enum_bltns": "import enum\nenum.bltns.exec('import os')\n",
+    "typing_sys": "import typing\ntyping.sys.modules\n",
+    # object graphs, frames, reflection
+    "subclasses": "().__class__.__base__.__subclasses__()\n",
+    "type_subclasses": "type.__subclasses__(object)\n",
+    "traceback_frame": "try:\n    1 / 0\nexcept Exception as e:\n    e.__traceback__.tb_frame\n",
+    "generator_frame": "def g():\n    yield 1\ng().gi_frame.f_back\n",
+    "reduce_getattr": "import functools\nfunctools.reduce(getattr, ['f_back'], None)\n",
+    "attrgetter": "from operator import attrgetter\n",
+    "computed_getattr": "import torch\nname = 'ops'\ngetattr(torch, name)\n",
+    "builtins_name": "__builtins__['eval']\n",
+    "func_globals": "def f():\n    pass\nf.__globals__\n",
+    "self_of_builtin": "print.__self__.exec('x')\n",
+    # torch's ways out
+    "torch_ops": "import torch\ntorch.ops.aten._scaled_dot_product_flash_attention_for_cpu\n",
+    "torch_library": "import torch\ntorch.library.Library('aten', 'IMPL')\n",
+    "torch_save": "import torch\ntorch.save(torch.ones(1), '/tmp/x')\n",
+    "torch_from_file": "import torch\ntorch.from_file('/tmp/x', shared=True, size=1)\n",
+    "torch_ao": "import torch\ntorch.ao.nn.quantizable.MultiheadAttention(8, 2)\n",
+    "numpy_ctypes": "import numpy as np\nnp.zeros(1).ctypes.data\n",
+    "import_os": "import os\n",
+}
+
+ALLOWED = {
+    "own_private": "class A:\n    def __init__(self):\n        self._cache = {}\n    def f(self):\n        return self._cache\n",
+    "register_buffer_private": (
+        "import torch\nfrom torch import nn\nclass R(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.register_buffer('_inv', torch.ones(2))\n    def forward(self, x):\n        return x * self._inv\n"
+    ),
+    "dataclass_namedtuple": (
+        "from collections import namedtuple\nfrom dataclasses import dataclass, field\nP = namedtuple('P', 'a b')\n"
+        "@dataclass\nclass C:\n    n: int = 2\n    xs: list = field(default_factory=list)\n"
+    ),
+    "class_name": "class A:\n    def __repr__(self):\n        return type(self).__name__ + self.__class__.__name__\n",
+    "literal_getattr": "import torch\ngetattr(torch, 'float16')\n",
+    "main_block": "import math\nif __name__ == '__main__':\n    import time\n    print(time.perf_counter())\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_policy_refuses(name: str) -> None:
+    found = policy.check_source(REFUSED[name])
+    assert found, f"{name} got past the policy"
+    assert all(v.line >= 1 for v in found)
+
+
+@pytest.mark.parametrize("name", sorted(ALLOWED))
+def test_policy_allows_ordinary_code(name: str) -> None:
+    assert policy.check_source(ALLOWED[name]) == []
+
+
+def test_violation_detail_quotes_file_line_and_what_is_allowed() -> None:
+    detail = policy.first_violation(REFUSED["from_import_private"], "attention.py")
+    assert detail.startswith("attention.py:1: `from collections import _sys`")
+    assert "allowed: imports of torch" in detail
+
+
+_DANGEROUS_MODULES = frozenset({
+    "builtins", "sys", "os", "posix", "subprocess", "_posixsubprocess", "importlib", "ctypes", "_ctypes", "gc",
+    "weakref", "_weakref", "io", "_io", "threading", "_thread", "signal", "_signal", "socket", "_socket", "inspect",
+    "types", "traceback", "pickle", "_pickle", "marshal", "resource", "mmap", "shutil", "pathlib", "tempfile",
+    "multiprocessing", "runpy", "code", "codeop", "pty", "fcntl", "faulthandler", "atexit", "site", "sysconfig",
+    "zipimport", "linecache", "ast", "dis", "pdb", "bdb", "_frozen_importlib", "_frozen_importlib_external", "_imp",
+    "copyreg", "pkgutil", "glob", "asyncio", "concurrent", "logging", "sqlite3", "shelve", "dbm", "webbrowser",
+    "http", "urllib", "ssl", "tracemalloc", "_testcapi", "_xxsubinterpreters",
+})
+_DANGEROUS_BUILTINS = ("exec", "eval", "compile", "open", "__import__", "globals", "vars", "locals", "getattr",
+                       "setattr", "delattr", "breakpoint", "input")
+
+
+def _dangerous(value: object) -> str | None:
+    if isinstance(value, types.ModuleType):
+        name = value.__name__
+        return f"module {name}" if name.split(".")[0] in _DANGEROUS_MODULES else None
+    for name in _DANGEROUS_BUILTINS:
+        if value is getattr(builtins, name):
+            return f"builtins.{name}"
+    return "sys._getframe" if value is sys._getframe else None
+
+
+def test_no_allowed_module_exposes_a_way_out_under_an_unrefused_name() -> None:
+    """Public attribute paths (3 deep) from every allowed import to a dangerous module or builtin: each must
+    pass through a name the policy refuses. Privates need no walk: on a module they are always refused."""
+    checker = policy._Checker(set())
+    leaks: list[str] = []
+    seen: set[int] = set()
+
+    def walk(obj: object, path: str, depth: int) -> None:
+        if id(obj) in seen or depth > 3:
+            return
+        seen.add(id(obj))
+        try:
+            names = list(vars(obj)) if isinstance(obj, (types.ModuleType, type)) else []
+        except TypeError:
+            return
+        for name in names:
+            if name.startswith("_") or checker._attr_problem(name) is not None:
+                continue
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    value = getattr(obj, name)
+            except Exception:  # noqa: BLE001 - lazy attributes that fail to load are no way out
+                continue
+            what = _dangerous(value)
+            if what is not None:
+                leaks.append(f"{path}.{name} -> {what}")
+            elif isinstance(value, types.ModuleType) or (isinstance(value, type) and depth < 2):
+                walk(value, f"{path}.{name}", depth + 1)
+
+    walked = 0
+    for module in policy.ALLOWED_IMPORTS:
+        try:
+            walk(importlib.import_module(module), module, 0)
+            walked += 1
+        except ImportError:
+            continue
+    assert walked >= 20
+    assert leaks == [], "add these attribute names to policy._STDLIB or BLOCKED_ATTRS:\n" + "\n".join(leaks[:40])
