@@ -348,8 +348,11 @@ def _score_bug(bug: Bug, evals: list[CaseEval], tolerance_of: Any) -> tuple[int,
             variant, unknown = produced
         else:
             variant, unknown = produced, None
-        learner_ok = compare(ev.got, case.expected, tol, care=case.care, ignore=unknown).ok
-        variant_ok = True if variant is None else compare(variant, case.expected, tol, care=case.care, ignore=unknown).ok
+        # `zeros` only against the reference: a variant's own zeros may be underflow, and the learner's
+        # output is compared with it by tolerance (a removed token's 1e-44 matches a variant's 1e-44).
+        learner_ok = compare(ev.got, case.expected, tol, care=case.care, ignore=unknown, zeros=case.zeros).ok
+        variant_ok = True if variant is None else compare(
+            variant, case.expected, tol, care=case.care, ignore=unknown, zeros=case.zeros).ok
         if learner_ok != variant_ok:
             consistent = False
             continue
@@ -374,4 +377,4 @@ def _finite_evidence(variant: Any, case: Case, tol: Any, unknown: Any) -> bool:
 
     nonfinite = ~torch.isfinite(variant.detach().to(torch.float64))
     ignore = nonfinite if unknown is None else (nonfinite | unknown)
-    return not compare(variant, case.expected, tol, care=case.care, ignore=ignore).ok
+    return not compare(variant, case.expected, tol, care=case.care, ignore=ignore, zeros=case.zeros).ok
