@@ -91,6 +91,10 @@ INDEX: tuple[Exercise, ...] = (
              "causal GQA with RoPE and a KV cache: any split of a sequence into calls gives the same output",
              "inference", "hard", ("kv_cache",), "good_concat_bottom_right.py", in_model=True, bench=True,
              defaults={"rope_base": 10000.0}),
+    Exercise("sampling", ("filter_logits",),
+             "next-token probabilities after temperature, top-k, top-p and min-p, in Hugging Face's order",
+             "inference", "medium", ("sampling",), "good_hf_warpers.py", bench=True, wave=2,
+             defaults={"temperature": 1.0, "top_k": None, "top_p": None, "min_p": None}),
 )
 
 _BY_NAME: dict[str, Exercise] = {e.name: e for e in INDEX}
