@@ -95,6 +95,10 @@ INDEX: tuple[Exercise, ...] = (
              "next-token probabilities after temperature, top-k, top-p and min-p, in Hugging Face's order",
              "inference", "medium", ("sampling",), "good_hf_warpers.py", bench=True, wave=2,
              defaults={"temperature": 1.0, "top_k": None, "top_p": None, "min_p": None}),
+    Exercise("sinusoidal", ("sinusoidal_positions",),
+             "fixed sin/cos position encodings at absolute positions, in either column layout",
+             "positions", "easy", ("positional",), "good_outer_product.py", wave=2,
+             defaults={"base": 10000.0, "LAYOUT": "interleaved"}),
 )
 
 _BY_NAME: dict[str, Exercise] = {e.name: e for e in INDEX}
