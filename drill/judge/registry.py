@@ -99,6 +99,9 @@ INDEX: tuple[Exercise, ...] = (
              "fixed sin/cos position encodings at absolute positions, in either column layout",
              "positions", "easy", ("positional",), "good_outer_product.py", wave=2,
              defaults={"base": 10000.0, "LAYOUT": "interleaved"}),
+    Exercise("alibi", ("alibi_slopes", "alibi_bias"),
+             "ALiBi head slopes for any head count and the bottom-right aligned linear distance bias",
+             "positions", "medium", ("positional",), "good_broadcast.py", wave=2),
 )
 
 _BY_NAME: dict[str, Exercise] = {e.name: e for e in INDEX}
