@@ -443,7 +443,7 @@ KV_CACHE = Workload(
 # One setting of every option, so each step runs. The logits are built so that the decisions are
 # clear in any dtype (the contract's "no ties"): the TOP_K largest logits are a strictly decreasing
 # ladder from 8 to 5 (0.05 apart: distinct in bf16, whose spacing there is 0.03), every other logit
-# is below 4.5, and top_p / min_p fall between ladder rungs (checked by tests/test_bench_parts.py), so
+# is below 4.5, and top_p / min_p fall between ladder rungs (checked by tests/test_bench_sampling.py), so
 # the learner's probabilities can be compared with the fused reference's at any vocabulary size.
 SAMPLING_OPTIONS = {"temperature": 0.8, "top_k": 50, "top_p": 0.9, "min_p": 0.07}
 
