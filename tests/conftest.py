@@ -45,3 +45,24 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "home"
     monkeypatch.setenv("DRILL_HOME", str(path))
     return path
+
+
+@pytest.fixture(scope="module")
+def verdicts_over_seeds():
+    """`grade(exercise, path, seeds)` -> [(seed, "pass" or the diagnosis id, partial, detail)], on one fork server.
+
+    For the spec tests that check a few fixtures on more seeds than test_judge_fixtures.py's one.
+    """
+    from drill.judge.check import check_file
+    from drill.judge.runner import ChildPool, Limits
+
+    with ChildPool() as pool:
+        def grade(exercise: str, path: Path, seeds) -> list[tuple]:
+            out = []
+            for seed in seeds:
+                r = check_file(path, exercise, seed, Limits(timeout_s=60, cpu_s=60), pool=pool)
+                got = "pass" if r.status == "pass" else r.diagnosis.id
+                out.append((seed, got, r.diagnosis_partial, r.diagnosis_detail))
+            return out
+
+        yield grade

@@ -15,9 +15,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from drill.judge.check import _tolerance_of, check_file
+from drill.judge.check import _tolerance_of
 from drill.judge.compare import compare
-from drill.judge.runner import ChildPool, Limits
 from drill.judge.specs import alibi
 from drill.reference.alibi import alibi_bias, alibi_slopes
 
@@ -99,12 +98,9 @@ def test_no_forbidden_ops() -> None:
     ("bug_alibi_even_indices__odd_indices.py", "alibi_even_indices"),
     ("bug_state_between_calls__bias_cached_per_heads.py", "state_between_calls"),
 ])
-def test_fixtures_over_several_seeds(name: str, want: str) -> None:
-    with ChildPool() as pool:
-        for seed in (2, 3, 11, 31):
-            r = check_file(SOLUTIONS / name, "alibi", seed, Limits(timeout_s=60, cpu_s=60), pool=pool)
-            got = "pass" if r.status == "pass" else r.diagnosis.id
-            assert got == want and not r.diagnosis_partial, (seed, got, r.diagnosis_detail)
+def test_fixtures_over_several_seeds(name: str, want: str, verdicts_over_seeds) -> None:
+    for seed, got, partial, detail in verdicts_over_seeds("alibi", SOLUTIONS / name, (2, 3, 11, 31)):
+        assert got == want and not partial, (seed, got, detail)
 
 
 def test_the_key_only_diagnosis_explains_the_softmax_equivalence() -> None:

@@ -146,11 +146,9 @@ def pool():
     ("bug_sampling_no_fp32_upcast__half_math.py", "sampling_no_fp32_upcast"),
     ("bug_no_max_subtraction__manual_softmax.py", "no_max_subtraction"),
 ])
-def test_fixtures_over_several_seeds(name: str, want: str, pool) -> None:
-    for seed in (2, 3, 11, 31):
-        r = check_file(SOLUTIONS / name, "sampling", seed, Limits(timeout_s=60, cpu_s=60), pool=pool)
-        got = "pass" if r.status == "pass" else r.diagnosis.id
-        assert got == want and not r.diagnosis_partial, (seed, got, r.diagnosis_detail)
+def test_fixtures_over_several_seeds(name: str, want: str, verdicts_over_seeds) -> None:
+    for seed, got, partial, detail in verdicts_over_seeds("sampling", SOLUTIONS / name, (2, 3, 11, 31)):
+        assert got == want and not partial, (seed, got, detail)
 
 
 def test_the_worst_mismatch_is_shown_when_no_mistake_matches(pool) -> None:

@@ -20,9 +20,8 @@ from typer.testing import CliRunner
 
 from drill.cli import app
 from drill.judge import registry
-from drill.judge.check import _tolerance_of, check_file
+from drill.judge.check import _tolerance_of
 from drill.judge.compare import compare
-from drill.judge.runner import ChildPool, Limits
 from drill.judge.specs import sinusoidal
 from drill.judge.specs._declared import Declared, invalid_diagnosis
 from drill.reference.sinusoidal import sinusoidal_positions
@@ -149,9 +148,6 @@ def test_an_unknown_layout_is_one_line_through_the_cli(tmp_path: Path, monkeypat
     ("bug_sinusoidal_low_precision_angles__half_table.py", "sinusoidal_low_precision_angles"),
     ("bug_state_between_calls__table_per_shape.py", "state_between_calls"),
 ])
-def test_fixtures_over_several_seeds(name: str, want: str) -> None:
-    with ChildPool() as pool:
-        for seed in (2, 3, 11, 31):
-            r = check_file(SOLUTIONS / name, "sinusoidal", seed, Limits(timeout_s=60, cpu_s=60), pool=pool)
-            got = "pass" if r.status == "pass" else r.diagnosis.id
-            assert got == want and not r.diagnosis_partial, (seed, got, r.diagnosis_detail)
+def test_fixtures_over_several_seeds(name: str, want: str, verdicts_over_seeds) -> None:
+    for seed, got, partial, detail in verdicts_over_seeds("sinusoidal", SOLUTIONS / name, (2, 3, 11, 31)):
+        assert got == want and not partial, (seed, got, detail)
