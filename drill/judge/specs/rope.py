@@ -36,31 +36,21 @@ from __future__ import annotations
 import torch
 
 from drill.judge.registry import default
-from drill.judge.spec import Bug, Case, Spec, Tolerance
-from drill.judge.specs._common import TOLERANCES, Draw, reference_with_grads, repeat_probe, variant_bugs
+from drill.judge.spec import Bug, Case, Spec
+from drill.judge.specs._common import (
+    Draw,
+    position_tol,
+    position_tolerances,
+    reference_with_grads,
+    repeat_probe,
+    variant_bugs,
+)
 from drill.judge.diagnose import GENERIC
 from drill.judge.specs._rope_bugs import CONVENTIONS, RD, ROPE_VARIANTS, rotate
 
 TARGET = "apply_rope"
 DEFAULT_CONVENTION = default("rope", "CONVENTION")  # a file without CONVENTION is graded as this
 ANGLE_ERROR_PER_POSITION = 3e-7  # measured spread of correct fp32-angle solutions ~1e-7 x position
-POSITION_BUCKETS = tuple(2**k for k in range(10, 18))  # 1024 .. 131072
-
-
-def _bucket(max_position: int) -> int:
-    return next((b for b in POSITION_BUCKETS if max_position <= b), POSITION_BUCKETS[-1])
-
-
-def _tolerances() -> dict[str, Tolerance]:
-    """The shared table plus "<dtype>@<bucket>" entries widened for large positions."""
-    table = dict(TOLERANCES)
-    for dtype in ("float32", "float16", "bfloat16"):
-        base = TOLERANCES[dtype]
-        for b in POSITION_BUCKETS:
-            table[f"{dtype}@{b}"] = Tolerance(atol=base.atol + ANGLE_ERROR_PER_POSITION * b, rtol=base.rtol)
-    return table
-
-
 def _case(d: Draw, name: str, x: torch.Tensor, positions: torch.Tensor, base: float, *, grads=False) -> Case:
     dtype = str(x.dtype).replace("torch.", "")
     return Case(
@@ -70,7 +60,7 @@ def _case(d: Draw, name: str, x: torch.Tensor, positions: torch.Tensor, base: fl
         grad_inputs=("x",) if grads else (),
         upstream=d.normal(*x.shape) if grads else None,
         out_dtype=x.dtype,
-        ctx={"dtype": dtype, "tol": f"{dtype}@{_bucket(int(positions.abs().max()))}", "kind": "direct"},
+        ctx={"dtype": dtype, "tol": position_tol(dtype, int(positions.abs().max())), "kind": "direct"},
     )
 
 
@@ -92,7 +82,7 @@ def _norm_case(d: Draw, dh: int) -> Case:
         name=f"property: rotation keeps every vector's norm (d_head={dh}, positions up to 12000)",
         target=TARGET,
         args={"x": x, "positions": positions, "base": 10000.0},
-        ctx={"dtype": "float32", "tol": f"float32@{_bucket(12000)}", "kind": "norm"},
+        ctx={"dtype": "float32", "tol": position_tol("float32", 12000), "kind": "norm"},
         expected=x.to(torch.float64).norm(dim=-1),
         derive=derive,
     )
@@ -117,7 +107,7 @@ def _relative_case(d: Draw, dh: int) -> Case:
         name=f"property: scores <R_m q, R_n k> unchanged when all positions shift by {shift} (d_head={dh})",
         target=TARGET,
         args={"x": x, "positions": positions, "base": 10000.0},
-        ctx={"dtype": "float32", "tol": f"float32@{_bucket(300 + shift)}", "kind": "relative", "t": t,
+        ctx={"dtype": "float32", "tol": position_tol("float32", 300 + shift), "kind": "relative", "t": t,
              "unshifted": (q, k, p)},
         derive=derive,
     )
@@ -199,7 +189,7 @@ def _repeat_case(d: Draw) -> Case:
         pos = _gaps(d, t, 1500)
     case = _case(d, f"repeat call: same T={t}, d_head={dh} as a first call, other positions",
                  d.normal(2, 2, t, dh), pos, 10000.0)
-    case.ctx["tol"] = f"float32@{_bucket(int(max(pos.max(), first_pos.max())))}"
+    case.ctx["tol"] = position_tol("float32", int(max(pos.max(), first_pos.max())))
     return repeat_probe(case, {"x": first_x, "positions": first_pos, "base": 10000.0})
 
 
@@ -286,7 +276,7 @@ SPEC = Spec(
     graded=(TARGET,),
     make_cases=make_cases,
     reference=reference,
-    tolerances=_tolerances(),
+    tolerances=position_tolerances(ANGLE_ERROR_PER_POSITION),
     bugs=variant_bugs(RD, ROPE_VARIANTS, _variant)
     + tuple(Bug(GENERIC["state_between_calls"], _stale_variant(label), label) for label, _, _ in STALE_KEYS),
     report_attrs=("CONVENTION",),
