@@ -161,3 +161,11 @@ def test_top_k_edge_raising_only_on_its_cases_is_named_with_the_exception(pool) 
     assert r.diagnosis.id == "sampling_top_k_edge"
     failing = [t.name for t in r.tests if t.status != "pass"]
     assert failing and all("top-k = 0" in n or "top-k >= V" in n for n in failing), failing
+
+
+def test_tiny_probabilities_on_removed_tokens_fail_as_not_exactly_zero(pool) -> None:
+    """clamp_min(1e-10): within every tolerance of the reference, yet a removed token can be drawn."""
+    r = check_file(SOLUTIONS / "bug_sampling_removed_not_zero__clamp_min.py", "sampling", 4, Limits(), pool=pool)
+    assert r.diagnosis.id == "sampling_removed_not_zero" and not r.diagnosis_partial
+    failing = [t for t in r.tests if t.status != "pass"]
+    assert failing and all("must be exactly 0" in t.message for t in failing), [t.message for t in failing]

@@ -70,9 +70,10 @@ SD = diagnoses(
               "Set removed logits to -inf and take one softmax at the end (or divide the kept probabilities by "
               "their sum)."),
     Diagnosis("sampling_removed_not_zero", "Removed tokens do not get probability exactly 0",
-              "A removed token must have probability exactly 0. -inf or NaN in the output is not a probability, "
-              "and a finite fill on the logits (0, -100, or -1e4 when the logits are ~ -2e4) leaves removed "
-              "tokens a share of the mass.",
+              "A removed token must have probability exactly 0: a sampler must never draw it. -inf or NaN in "
+              "the output is not a probability, a finite fill on the logits (0, or -1e4 when the logits are "
+              "~ -2e4) leaves removed tokens a share of the mass, and flooring the probabilities (clamp_min(1e-10) "
+              "to keep a later log finite) gives each one a tiny but real chance.",
               "Fill removed logits with float('-inf') before the final softmax (exp(-inf) is exactly 0), or zero "
               "the probabilities and renormalise; never fill the probabilities with -inf."),
     Diagnosis("sampling_output_not_fp32", "Probabilities not returned in fp32",
@@ -97,7 +98,7 @@ def pipeline(
     logits: Tensor, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
     min_p: float | None = None, *, order: tuple[str, ...] = STEPS, temp: str = "logits", crossing: bool = True,
     guard: bool = True, min_p_ref: str = "same", k_zero: str = "off", fill: float = NEG_INF, renorm: str = "all",
-    removed: float = 0.0, dtype: torch.dtype = torch.float64,
+    removed: float = 0.0, floor: float = 0.0, dtype: torch.dtype = torch.float64,
 ) -> Tensor:
     """The filtered probabilities (fp32), with one knob per known mistake (the defaults are the contract).
 
@@ -106,6 +107,7 @@ def pipeline(
     distribution before top-p), "stale_probs" (probabilities from before top-p). k_zero: "off" or "none"
     (top_k = 0 keeps nothing). renorm: "all", "none" (the tempered full softmax, zeroed), "after_top_k"
     (the softmax after top-k, zeroed). removed: what removed tokens read in the output (0, -inf, NaN).
+    floor: every probability clamped up to it and the row renormalised (removed tokens then ~floor).
     Half precision and a softmax without the max subtraction are families (`half_precision`,
     `exp_out_of_range`): their exact values depend on the code.
     """
@@ -155,6 +157,9 @@ def pipeline(
         out = _softmax(x, keep, fill)
     if removed != 0.0:
         out = torch.where(keep, out, torch.full_like(out, removed))
+    if floor:
+        out = out.clamp_min(floor)
+        out = out / out.sum(dim=-1, keepdim=True)
     return out.to(torch.float32)
 
 
@@ -250,4 +255,6 @@ SAMPLING_VARIANTS = [
     ("sampling_removed_not_zero", "removed tokens read NaN", variant(removed=math.nan)),
     ("sampling_removed_not_zero", "removed logits set to 0 instead of -inf", variant(fill=0.0)),
     ("sampling_removed_not_zero", "removed logits set to -1e4", variant(fill=-1e4)),
+    ("sampling_removed_not_zero", "probabilities floored (clamp_min) and renormalised: removed tokens ~1e-10, not 0",
+     variant(floor=1e-10)),
 ]
