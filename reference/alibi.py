@@ -73,7 +73,7 @@ def alibi_bias(n_heads: int, t_q: int, t_k: int, impl: str | None = None) -> Ten
         for h in range(n_heads):
             for i in range(t_q):
                 for j in range(t_k):
-                    out[h, i, j] = -slopes[h] * ((t_k - t_q + i) - j)
+                    out[h, i, j] = -slopes[h] * ((t_k - t_q + i) - j) + 0.0  # + 0.0: 0, not -0, on the diagonal
         return out.to(torch.float32)
     distance = (torch.arange(t_q)[:, None] + (t_k - t_q)) - torch.arange(t_k)[None, :]
-    return -alibi_slopes(n_heads)[:, None, None] * distance.to(torch.float32)
+    return -alibi_slopes(n_heads)[:, None, None] * distance.to(torch.float32) + 0.0
