@@ -70,7 +70,7 @@ def keep_mask(
     check_options(temperature, top_k, top_p, min_p)
     x = logits.to(acc_dtype(logits.dtype)) / temperature
     if resolve(impl) == "math":
-        return torch.stack([_keep_row(row, top_k, top_p, min_p) for row in x.to(torch.float64)]).to(x.device)
+        return torch.stack([_keep_row(row, top_k, top_p, min_p) for row in x.to(torch.float64)])
     return _keep_batch(x, top_k, top_p, min_p)
 
 
@@ -128,6 +128,6 @@ def _keep_row(x: Tensor, top_k: int | None, top_p: float | None, min_p: float | 
     if min_p is not None:
         p = torch.softmax(xs[:n], dim=0)
         n = int((p >= min_p * p[0]).sum())  # p is sorted: the tokens kept are a prefix again
-    keep = torch.zeros(v, dtype=torch.bool)
+    keep = torch.zeros(v, dtype=torch.bool, device=x.device)  # bench's math row runs on CUDA too
     keep[order[:n]] = True
     return keep
