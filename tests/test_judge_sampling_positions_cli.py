@@ -21,7 +21,8 @@ SOLUTIONS = Path(__file__).parent / "fixtures" / "solutions"
 EXERCISES = {  # name: (a correct style, a mistake and its id)
     "sampling": ("good_sort_descending.py", "bug_sampling_top_p_crossing_dropped__cumsum_lt.py",
                  "sampling_top_p_crossing_dropped"),
-    "sinusoidal": ("good_concat_declared.py", "bug_sinusoidal_sin_cos_swapped__cos_even.py", "sinusoidal_sin_cos_swapped"),
+    "sinusoidal": ("good_concat_declared.py", "bug_sinusoidal_sin_cos_swapped__cos_even.py",
+                   "sinusoidal_sin_cos_swapped"),
     "alibi": ("good_loops.py", "bug_alibi_top_left__arange_tq.py", "alibi_top_left"),
 }
 

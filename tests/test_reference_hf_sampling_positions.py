@@ -30,7 +30,8 @@ import drill.reference as R
 
 transformers = pytest.importorskip("transformers")
 if not transformers.utils.is_torch_available():
-    pytest.skip(f"transformers {transformers.__version__} does not support torch {torch.__version__}", allow_module_level=True)
+    pytest.skip(f"transformers {transformers.__version__} does not support torch {torch.__version__}",
+                allow_module_level=True)
 
 from transformers.generation.logits_process import (  # noqa: E402
     MinPLogitsWarper,

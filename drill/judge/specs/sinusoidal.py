@@ -230,8 +230,8 @@ SINUSOIDAL_VARIANTS = [
     ("sinusoidal_low_precision_angles", "angles in bf16", _half(torch.bfloat16)),
     ("sinusoidal_low_precision_angles", "positions stored in fp16", _half(torch.float16, "positions")),
     ("sinusoidal_low_precision_angles", "positions stored in bf16", _half(torch.bfloat16, "positions")),
-    ("sinusoidal_positions_ignored", "encodes arange(T) instead of positions",
-     lambda p, d, b, lay: None if torch.equal(p, torch.arange(p.numel())) else encode(torch.arange(p.numel()), d, b, lay)),
+    ("sinusoidal_positions_ignored", "encodes arange(T) instead of positions", lambda p, d, b, lay: None
+     if torch.equal(p, torch.arange(p.numel())) else encode(torch.arange(p.numel()), d, b, lay)),
 ]
 
 SPEC = Spec(
