@@ -156,6 +156,8 @@ def repeat_probe(case: Case, first: dict[str, Any], *, vary: tuple[str, ...] = (
         else:
             assert other == value or name in vary, name
     case.repeat = dict(first)
+    if vary:
+        case.ctx["repeat_vary"] = tuple(vary)
     return case
 
 

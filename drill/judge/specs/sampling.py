@@ -205,7 +205,7 @@ def make_cases(seed: int) -> list[Case]:
     # logits of the same shape first, the second call graded (a sort or mask cached per shape shows).
     opts = {"temperature": cold, "top_k": d.int(5, 30), "top_p": mid_p, "min_p": mid_min}
     probe = _case(d, "repeat call", 3, shape((3, 3), (40, 200))[1], opts)
-    probe.name = probe.name.replace("repeat call:", "repeat call: same shape and options as a first call,")
+    probe.name = probe.name.replace("fp32 repeat call:", "repeat call: same shape and options as a first call, fp32,")
     cases.append(repeat_after(d, probe))
     return cases
 
