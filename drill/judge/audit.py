@@ -463,5 +463,5 @@ def judge(name: str, data: Any) -> tuple[list[str], list[str], bool]:
     except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError, AttributeError) as exc:
         return [f"{name} audit: could not measure (unreadable measurements, {type(exc).__name__})"], [], False
     if not ok and name == "gqa_memory":
-        lines = [f"memory audit: could not measure (no allocation of the forward was seen)"]
+        lines = ["memory audit: could not measure (no allocation of the forward was seen)"]
     return lines, notes, ok

@@ -413,7 +413,7 @@ def _evaluate(spec: Any, cases: list, child: Any, events: list) -> list:
             ev.forward = compare_tokens(got, case.expected, int(case.args["ids"].shape[1]))
         else:
             ev.forward = compare(got, case.expected, tol_of(case), care=case.care, dtype=case.out_dtype,
-                                 what=case.ctx.get("what", "output"))
+                                 zeros=case.zeros, what=case.ctx.get("what", "output"))
         again = saved.get("again")  # a determinism probe's second output (specs/_common.twice_probes)
         if isinstance(again, torch.Tensor) and case.derive is None:
             ev.again = again

@@ -58,7 +58,6 @@ import time
 import traceback
 
 
-
 def matcher(patterns: list[str]):
     """`name -> bool` for an exercise's fnmatch patterns: one compiled regex, bound now.
 
@@ -627,11 +626,10 @@ def _guard_native(refuse, writable_path) -> None:
     that digs out an original (`__wrapped__`, a base class) is what the OS
     sandbox is for (README, "Known limits").
     """
-    import signal
-    import subprocess
-
     import _posixsubprocess
     import posix
+    import signal
+    import subprocess
 
     def refusing(what: str):
         def blocked(*args, **kwargs):

@@ -125,7 +125,6 @@ def register(app: typer.Typer) -> None:
     def exercises_cmd() -> None:
         """List the exercises with your attempts and best result so far."""
         from drill.judge.registry import INDEX, exercise_names
-
         from drill.store import open_store
 
         # Read-only, so a read-only or busy store still lists (with a note); a store that

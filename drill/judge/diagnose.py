@@ -492,19 +492,22 @@ def _advance(bug: Bug, order: list[CaseEval], score: _Score, tolerance_of: Any, 
             variant, unknown = produced
         else:
             variant, unknown = produced, None
+        # `zeros` only against the reference: a variant's own zeros may be underflow, and the learner's
+        # output is compared with it by tolerance (a removed token's 1e-44 matches a variant's 1e-44).
         if unknown is None:
             if id(ev) not in learner_ok:
-                learner_ok[id(ev)] = compare(ev.got, case.expected, tol, care=case.care).ok
+                learner_ok[id(ev)] = compare(ev.got, case.expected, tol, care=case.care, zeros=case.zeros).ok
             got_ok = learner_ok[id(ev)]
         else:
-            got_ok = compare(ev.got, case.expected, tol, care=case.care, ignore=unknown).ok
+            got_ok = compare(ev.got, case.expected, tol, care=case.care, ignore=unknown, zeros=case.zeros).ok
         if got_ok:  # consistent here only if the variant passes too
-            if variant is None or compare(variant, case.expected, tol, care=case.care, ignore=unknown).ok:
+            if variant is None or compare(variant, case.expected, tol, care=case.care, ignore=unknown,
+                                          zeros=case.zeros).ok:
                 continue
         # A failing case is explained only if the variant reproduces it (and then also fails, which is
         # checked second: most variants are already out after the first comparison).
         elif (variant is not None and compare(ev.got, variant, tol, care=case.care, ignore=unknown).ok
-              and not compare(variant, case.expected, tol, care=case.care, ignore=unknown).ok):
+              and not compare(variant, case.expected, tol, care=case.care, ignore=unknown, zeros=case.zeros).ok):
             score.explained += 1
             score.matched += _finite_evidence(variant, case, tol, unknown)
             continue
@@ -525,4 +528,4 @@ def _finite_evidence(variant: Any, case: Case, tol: Any, unknown: Any) -> bool:
 
     nonfinite = ~torch.isfinite(variant.detach().to(torch.float64))
     ignore = nonfinite if unknown is None else (nonfinite | unknown)
-    return not compare(variant, case.expected, tol, care=case.care, ignore=ignore).ok
+    return not compare(variant, case.expected, tol, care=case.care, ignore=ignore, zeros=case.zeros).ok

@@ -131,9 +131,8 @@ def _margin(step_logits: torch.Tensor) -> float:
 def cases_for(exercise: str, seed: int) -> list:
     """The two in-model cases (logits, greedy tokens), with the parent's expected answers filled in."""
     from drill.judge.decoder import source_for
-    from drill.judge.spec import Case
-
     from drill.judge.registry import in_model_names
+    from drill.judge.spec import Case
 
     if exercise not in in_model_names():
         from drill.errors import UserError

@@ -42,11 +42,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import threading
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field

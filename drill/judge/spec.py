@@ -81,6 +81,9 @@ class Case:
     gradients (for `upstream`) are compared; `grad_params` adds the params'.
     `care` (bool, output-shaped, optional): False marks elements whose value
     is free (only finiteness is required), e.g. fully masked attention rows.
+    `zeros` (bool, output-shaped, optional): elements the contract fixes at
+    exactly 0 (sampling's removed tokens): any other value there fails,
+    however small, where a tolerance would let 1e-30 pass.
     `ctx` carries whatever the spec's reference and bug functions need.
     """
 
@@ -96,6 +99,7 @@ class Case:
     grad_params: bool = False
     upstream: Any = None
     care: Any = None
+    zeros: Any = None
     out_dtype: Any = None
     ctx: dict[str, Any] = field(default_factory=dict)
     # JSON-safe details the child's executor of a non-basic kind needs (e.g. how to split calls):
