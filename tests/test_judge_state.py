@@ -35,17 +35,17 @@ FIXTURES = Path(__file__).parent / "fixtures" / "solutions"
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("name", PROBED)
 def test_every_exercise_has_one_well_formed_repeat_probe(name: str, seed: int) -> None:
-    """One probe per graded function at most (alibi has one for each of its two), at least one in all.
+    """One probe per graded function (or per element of a returned tuple: moe's out and aux) at most, one at least.
 
     The first call differs from the graded one in a tensor of the same shape and dtype, or, for a function
     of sizes alone (alibi), in a size argument its probe names (`repeat_probe(vary=)`).
     """
     cases = registry.load_spec(name).make_cases(seed)
     probes = [c for c in cases if c.repeat is not None]
-    targets = [c.target for c in probes]
+    targets = [(c.target, (c.extra.get("tuple") or {}).get("pick")) for c in probes]
     assert probes and len(targets) == len(set(targets)), [c.name for c in probes]
     for probe in probes:
-        assert probe.name.startswith("repeat call")
+        assert "repeat call" in probe.name.split(":")[0], probe.name
         assert probe.repeat.keys() == probe.args.keys()
         differs = False
         for key, value in probe.args.items():

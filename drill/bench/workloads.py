@@ -636,6 +636,9 @@ MOE = Workload(
     est_bytes=lambda size, dims, elem: _moe_bytes(size, dims, 4) + 6 * dims["N"] * dims["top_k"] * dims["d_ff"] * 4,
     tokens=lambda size, dims: dims["N"],
     bytes_moved=_moe_bytes,
+)
+
+
 # -- sampling: filter_logits over one batch of next-token logits ---------------------------------
 
 # One setting of every option, so each step runs. The logits are built so that the decisions are
