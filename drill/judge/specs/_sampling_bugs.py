@@ -197,12 +197,44 @@ def half_precision(returned_half: bool):
 
 
 def _within_half_rounding(case: Any, got: Tensor) -> Tensor:
-    tol = TOLERANCES[case.ctx["dtype"]]
+    """The learner's output when it is the reference to the half dtype's rounding, or a softmax over a keep
+    set that differs from the reference's only where a half-precision walk may decide the other way."""
     if got.shape != case.expected.shape or not torch.isfinite(got).all():
         return case.expected
-    g, e = got.to(torch.float64), case.expected.to(torch.float64)
-    close = (g - e).abs() <= tol.atol * max(1.0, float(e.abs().max())) + tol.rtol * e.abs()
-    return got.detach().float() if bool(close.all()) else case.expected
+    if _close_in_half(case, got, case.expected):
+        return got.detach().float()
+    kept = got > 0
+    tight, loose = _half_decision_band(case)
+    if bool((tight & ~kept).any() | (kept & ~loose).any()):
+        return case.expected
+    logits, temperature = _args(case)[:2]
+    own = _softmax(logits.to(torch.float64) / temperature, kept, NEG_INF)
+    return got.detach().float() if _close_in_half(case, got, own) else case.expected
+
+
+def _close_in_half(case: Any, got: Tensor, want: Tensor) -> bool:
+    tol = TOLERANCES[case.ctx["dtype"]]
+    g, e = got.to(torch.float64), want.to(torch.float64)
+    return bool(((g - e).abs() <= tol.atol * max(1.0, float(e.abs().max())) + tol.rtol * e.abs()).all())
+
+
+def _half_decision_band(case: Any) -> tuple[Tensor, Tensor]:
+    """(tokens every half-precision walk keeps, tokens some half-precision walk may keep). A half dtype
+    rounds each probability by about eps and the top-p running sum by a few eps, and ties logits that fp64
+    tells apart, so a token near a threshold may go either way: the band is the fp64 walk with top_p and
+    min_p moved by a few eps each way, joined with the walk done wholly in the half dtype."""
+    logits, temperature, top_k, top_p, min_p = _args(case)
+    half = getattr(torch, case.ctx["dtype"])
+    eps = torch.finfo(half).eps
+    p_slack, m_slack = 8 * eps, 4 * eps
+
+    def keep(dp: float, dm: float, dtype: torch.dtype = torch.float64) -> Tensor:
+        tp = None if top_p is None else min(max(top_p + dp, 0.0), 1.0)
+        mp = None if min_p is None else min_p * (1.0 + dm)
+        return pipeline(logits, temperature, top_k, tp, mp, dtype=dtype) > 0
+
+    in_half = keep(0.0, 0.0, half)
+    return keep(-p_slack, m_slack) & in_half, keep(p_slack, -m_slack) | in_half
 
 
 EXP_RANGE = (math.log(torch.finfo(torch.float32).tiny), math.log(torch.finfo(torch.float32).max))  # -87.3, 88.7
