@@ -284,7 +284,7 @@ def _grade_many(items: list, opts: dict, out: Console, *, verbose: bool, quiet: 
     for r in results:
         if verbose or r.status != "pass" or r.advisories:
             render(r, out, verbose=verbose)
-    out.print(summary_table(results, time.monotonic() - t0))
+    out.print(summary_table(results, time.monotonic() - t0, width=out.width))
     return results
 
 
@@ -292,7 +292,7 @@ def _watch(items: list, opts: dict, out: Console, verbose: bool) -> int:
     """Re-grade changed files until Ctrl-C; the exit code is the last verdict's (0 = all pass)."""
     from contextlib import nullcontext
 
-    from drill.judge.runner import ChildPool
+    from drill.judge.pool import ChildPool
     from drill.judge.server_dir import disabled
     from drill.judge.watch import watch
 

@@ -36,6 +36,7 @@ class Comparison:
     worst_got: float | None = None
     worst_expected: float | None = None
     short: str = ""  # one line for the compact report; falls back to `message`
+    nonfinite: int = 0  # NaN/inf elements where finite values were expected (left out of max_abs/max_rel)
 
     @property
     def brief(self) -> str:
@@ -101,6 +102,7 @@ def compare(
             float(g[idx]),
             float(e[idx]),
             short,
+            int(bad_finite.sum()),
         )
     if bool(over.any()):
         excess = torch.where(over, abs_err - allowed, torch.full_like(e, -1.0))
