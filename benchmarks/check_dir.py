@@ -123,7 +123,8 @@ def main() -> None:
 def warm_audit_ratios(repeat: int) -> None:
     """The same ratio without process start-up in the picture: check_file in-process on a warm fork server."""
     from drill.judge.check import check_file
-    from drill.judge.runner import ChildPool, Limits
+    from drill.judge.pool import ChildPool
+    from drill.judge.runner import Limits
 
     with ChildPool() as pool:
         for name, fixture in AUDITED.items():

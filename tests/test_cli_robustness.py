@@ -31,7 +31,7 @@ runner = CliRunner()
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("DRILL_HOME", str(tmp_path))
-    monkeypatch.setattr(store_mod, "BUSY_TIMEOUT_S", 0.2)  # a held lock fails fast in tests
+    monkeypatch.setattr(store_mod.core, "BUSY_TIMEOUT_S", 0.2)  # a held lock fails fast in tests
     return tmp_path
 
 

@@ -38,6 +38,7 @@ class Comparison:
     worst_got: float | None = None
     worst_expected: float | None = None
     short: str = ""  # one line for the compact report; falls back to `message`
+    nonfinite: int = 0  # NaN/inf elements where finite values were expected (left out of max_abs/max_rel)
 
     @property
     def brief(self) -> str:
@@ -105,6 +106,7 @@ def compare(
             float(g[idx]),
             float(e[idx]),
             short,
+            int(bad_finite.sum()),
         )
     if zeros is not None and bool((stray := zeros & keep & (g != 0)).any()):
         idx = _first(stray)

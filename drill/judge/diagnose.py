@@ -29,6 +29,10 @@ GENERIC: dict[str, Diagnosis] = {
                   "Replace the `raise NotImplementedError` lines with your implementation."),
         Diagnosis("syntax_error", "Syntax error", "Python could not parse the file, so nothing could run.",
                   "Fix the line shown (run `python FILE` to see the same error)."),
+        Diagnosis("empty_file", "The file is empty", "There is no code in it (nothing but blank lines, comments or a "
+                  "docstring), so no hidden test could run.",
+                  "Write your solution in this file, or copy the exercise's starter file (`drill start EXERCISE DIR`; "
+                  "--force replaces a file)."),
         Diagnosis("missing_name", "Graded name missing", "The file does not define a name (or attribute) the contract requires.",
                   "Define it with exactly the name and attributes given in the starter file."),
         Diagnosis("forbidden_op", "Forbidden library op", "The exercise asks for a from-scratch version, and this call is the library's ready-made answer.",
@@ -97,6 +101,17 @@ GENERIC: dict[str, Diagnosis] = {
 }
 
 HALF_DTYPES = ("float16", "bfloat16")
+
+# `exception` worded for an exception raised while the file is imported (its top-level code): no hidden
+# test ran at all, so "on at least one hidden test" would send the learner looking for a failing test.
+IMPORT_EXCEPTION = Diagnosis(
+    "exception",
+    "Your file raised an exception when imported",
+    "The file's top-level code (run when the grader imports it, before any hidden test) raised, so none of "
+    "the hidden tests could run.",
+    "Run `python FILE` to see the same error and fix the line shown; keep experiments and test calls under "
+    "`if __name__ == \"__main__\":`, which the grader does not run.",
+)
 
 # `wrong_dtype` worded for the case where every dtype failure is a returned cache (a case whose
 # ctx["what"] names a cache, e.g. kv_cache's k/v): the output itself is right, so "cast the

@@ -14,11 +14,16 @@ it); tensors appear only as values inside the dataclasses.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 # What a case may ask the child to do (see child.py for the executor).
+# Times a reference computation (Case.reference_s): this thread's CPU time, which the parent's other threads
+# (batch workers, the grading server) and a loaded machine's waits leave out, like the child's per-test CPU.
+reference_clock: Callable[[], float] = time.thread_time
+
 KIND_CALL = "call"  # call a graded function: target(*args) -> tensor
 KIND_MODULE = "module"  # build target(*init), load params, call it: module(*args) -> tensor
 KIND_MAP = "map"  # call target(*row) for every row of `rows`: ints -> int64 tensor
@@ -116,6 +121,8 @@ class Case:
     # filled by the engine from the spec's reference:
     expected: Any = None
     expected_grads: dict[str, Any] = field(default_factory=dict)
+    # CPU seconds the reference took on this case in the parent, this run (the "slow" advisory's yardstick)
+    reference_s: float | None = None
 
     @property
     def wants_grads(self) -> bool:
