@@ -264,8 +264,10 @@ class Session:
                 self.say(f"this card is a leech ({lapses} lapses): rewrite your notes on it or suspend it", "yellow")
 
 
-def render_summary(console: Console, result: SessionResult, *, cram: bool, due_left: int | None) -> None:
-    """The one-screen end of a session."""
+def render_summary(console: Console, result: SessionResult, *, cram: bool, due_left: int | None,
+                   next_due: str = "") -> None:
+    """The one-screen end of a session; `next_due` says when the next cards come due (drill.quiz.upcoming),
+    so "0 still due" followed by 14 due ten minutes later (FSRS's learning steps) reads as the schedule."""
     from rich.table import Table
 
     console.print()
@@ -290,4 +292,5 @@ def render_summary(console: Console, result: SessionResult, *, cram: bool, due_l
         if result.missed:
             console.print(Text("to revisit: " + ", ".join(result.missed), style="yellow"))
     if due_left is not None:
-        console.print(Text(f"{due_left} card{'s' * (due_left != 1)} still due now", style="dim"))
+        still = f"{due_left} card{'s' * (due_left != 1)} still due now"
+        console.print(Text(still + (f"; {next_due}" if next_due else ""), style="dim"))
