@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from drill.quiz.numbers import (
@@ -191,7 +193,7 @@ def test_simple_arithmetic_is_evaluated(text: str, unit: str, expected: float) -
         ("1/0", "division by zero"),
         ("2^30 parsecs", "unknown unit 'parsecs'"),
         ("__import__('os')", "couldn't"),
-        ("pi * 2", "couldn't"),
+        ("tau * 2", "unknown name 'tau'; the one constant is pi"),  # pi is known (below); other names are not
         ("2 < 3", "couldn't"),
         ("1" + "+1" * 150, "longer than"),
         ("5 $", "couldn't read"),
@@ -255,3 +257,57 @@ def test_no_typed_text_crashes_the_reader() -> None:
             except AnswerFormatError:
                 continue
             assert isinstance(value, float) and value == value and abs(value) != float("inf"), (text, unit)
+
+
+# --- pi in typed answers (issue 16: a RoPE period is 2π·Θ^(126/128)) -----------------
+
+
+@pytest.mark.parametrize(
+    ("text", "unit", "expected"),
+    [
+        ("2*pi*10000", "", 2 * math.pi * 10000),
+        ("2π·10000", "", 2 * math.pi * 10000),
+        ("2π × 10000", "", 2 * math.pi * 10000),
+        ("10000·2π", "", 2 * math.pi * 10000),
+        ("2 pi", "", 2 * math.pi),
+        ("2pi", "", 2 * math.pi),
+        ("pi", "", math.pi),
+        ("π/2", "", math.pi / 2),
+        ("(2)π", "", 2 * math.pi),
+        ("sqrt(pi)", "", math.sqrt(math.pi)),
+        ("2π · 10000^(126/128) tokens", "tokens", 2 * math.pi * 10000 ** (126 / 128)),
+        ("2*pi*10000^(126/128)", "tokens", 2 * math.pi * 10000 ** (126 / 128)),
+    ],
+)
+def test_pi_is_a_constant_in_typed_arithmetic(text: str, unit: str, expected: float) -> None:
+    answer = read_answer(text, unit)
+    assert answer.value == pytest.approx(expected, rel=1e-12) and answer.computed
+
+
+@pytest.mark.parametrize(
+    ("text", "unit", "expected", "typed_unit"),
+    [
+        ("1e4", "", 10000, ""),  # scientific notation is untouched by the constants
+        ("2.5E-3", "", 0.0025, ""),
+        ("2 PiB", "bytes", 2 * 2**50, "PiB"),  # the Pi of PiB is a prefix, not π
+        ("3 pib", "bytes", 3 * 2**50, "pib"),
+        ("7 params", "params", 7, "params"),
+    ],
+)
+def test_pi_never_reads_into_units_or_exponents(text: str, unit: str, expected: float, typed_unit: str) -> None:
+    answer = read_answer(text, unit)
+    assert answer.value == pytest.approx(expected) and answer.typed_unit == typed_unit and not answer.computed
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("2e", "unknown unit 'e'"),  # an unfinished 2e3 is asked again, never read as 2·e = 5.44
+        ("2*e*3", "unknown name 'e'; the one constant is pi (π), and e is exp(1)"),
+    ],
+)
+def test_there_is_no_e_constant(text: str, fragment: str) -> None:
+    with pytest.raises(AnswerFormatError) as info:
+        read_answer(text, "")
+    assert fragment in str(info.value)
+
