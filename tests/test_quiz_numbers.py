@@ -14,6 +14,7 @@ from drill.quiz.numbers import (
     parse_answer,
     read_answer,
     scale_slip,
+    unit_slip,
 )
 
 
@@ -311,3 +312,44 @@ def test_there_is_no_e_constant(text: str, fragment: str) -> None:
         read_answer(text, "")
     assert fragment in str(info.value)
 
+
+# --- a decimal unit for a binary answer, or the reverse (issue 16: 2 GB for 2 GiB) ---
+
+
+@pytest.mark.parametrize(
+    ("text", "unit", "answer", "meant"),
+    [
+        ("2 GB", "GiB", 2, "did you mean 2 GiB? GB is 10^9 bytes and GiB is 2^30"),
+        ("2 GiB", "GB", 2, "did you mean 2 GB? GiB is 2^30 bytes and GB is 10^9"),
+        ("2 gb", "bytes", 2 * 2**30, "did you mean 2 GiB?"),
+        ("512 MB", "MiB", 512, "did you mean 512 MiB? MB is 10^6 bytes and MiB is 2^20"),
+        ("512 MiB", "bytes", 512e6, "did you mean 512 MB?"),
+        ("320 KB", "KiB", 320, "did you mean 320 KiB? KB is 10^3 bytes and KiB is 2^10"),
+        ("320 kB", "bytes", 320 * 1024, "did you mean 320 KiB? kB is 10^3 bytes"),
+        ("320 KiB", "KB", 320, "did you mean 320 KB?"),
+        ("3 TB", "TiB", 3, "did you mean 3 TiB? TB is 10^12 bytes and TiB is 2^40"),
+        ("3 TiB", "bytes", 3e12, "did you mean 3 TB?"),
+        ("10*16 GB", "GiB", 160, "did you mean 10*16 GiB?"),
+    ],
+)
+def test_a_decimal_binary_unit_mix_up_is_a_slip(text: str, unit: str, answer: float, meant: str) -> None:
+    typed = read_answer(text, unit)
+    assert not Tolerance(rel=0.01).accepts(typed.value, answer)  # graded as typed, it would be wrong
+    slip = unit_slip(typed, unit, answer, Tolerance(rel=0.01))
+    assert slip is not None and slip.startswith(meant)
+
+
+@pytest.mark.parametrize(
+    ("text", "unit", "answer", "known_wrong"),
+    [
+        ("2 GiB", "GiB", 2, ()),  # right as typed
+        ("171.8 GB", "GiB", 160, ()),  # right once converted
+        ("3 GB", "GiB", 2, ()),  # wrong in either unit: graded
+        ("2", "GiB", 2.1, ()),  # no unit typed: nothing to swap
+        ("2 Gbit", "GiB", 2, ()),  # bits have no binary twin here
+        ("68.72 GiB", "GiB", 64, (68.72,)),  # the question's own known mistake: graded, with its feedback
+    ],
+)
+def test_no_unit_slip_when_right_wrong_either_way_or_a_known_mistake(
+        text: str, unit: str, answer: float, known_wrong: tuple[float, ...]) -> None:
+    assert unit_slip(read_answer(text, unit), unit, answer, Tolerance(rel=0.01), known_wrong) is None

@@ -385,6 +385,41 @@ def scale_slip(typed: TypedAnswer, unit: str, expected: float, tolerance: Tolera
             f"{format_with_unit(typed.value, unit)}; type it in {unit} or add a unit")
 
 
+# The decimal and binary spelling of each prefix (KB = 10^3 bytes, KiB = 2^10), both ways.
+_PREFIX_POWERS = {"K": 1, "M": 2, "G": 3, "T": 4, "P": 5}
+_BYTE_TWINS = {f"{p}B": f"{p}iB" for p in _PREFIX_POWERS} | {f"{p}iB": f"{p}B" for p in _PREFIX_POWERS} | {"kB": "KiB"}
+
+
+def _byte_size(name: str) -> str:
+    power = _PREFIX_POWERS[name[0].upper()]
+    return f"2^{10 * power}" if name.endswith("iB") else f"10^{3 * power}"
+
+
+def unit_slip(typed: TypedAnswer, unit: str, expected: float, tolerance: Tolerance,
+              known_wrong: tuple[float, ...] = ()) -> str | None:
+    """A "did you mean GiB?" line when a memory answer typed with a decimal unit is wrong but
+    the binary one would be right (2 GB for 2 GiB), or the reverse; else None.
+
+    Like a scale slip it is asked again, never graded: the learner read the prefix, not
+    the concept. Except when the value as typed is one of the question's own known
+    mistakes (`known_wrong`, in the question's unit): that question is about this very
+    confusion, and nudging would hand out its answer.
+    """
+    if unit_family(unit) != "bytes" or not typed.typed_unit or tolerance.accepts(typed.value, expected):
+        return None
+    if any(tolerance.accepts(typed.value, wrong) for wrong in known_wrong):
+        return None
+    units = UNIT_FAMILIES["bytes"]
+    spelled = typed.typed_unit if typed.typed_unit in units else next(
+        (name for name in units if name.lower() == typed.typed_unit.lower()), "")  # gib -> GiB
+    twin = _BYTE_TWINS.get(spelled)
+    if twin is None or not tolerance.accepts(typed.value * units[twin] / units[spelled], expected):
+        return None
+    number = typed.text[: len(typed.text) - len(typed.typed_unit)].rstrip()
+    return (f"did you mean {number} {twin}? {spelled} is {_byte_size(spelled)} bytes and {twin} is {_byte_size(twin)}, "
+            f"so {typed.text} would be {format_with_unit(typed.value, unit)}; type it again with the unit you mean")
+
+
 def format_number(value: float) -> str:
     """Show a number the way a person writes it: 11,008, 4,060,000, 1.5e+18, 0.0625.
 
