@@ -31,6 +31,7 @@ class QuizOptions:
     topics: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
     difficulty: str | None = None
+    kinds: tuple[str, ...] = ()
     count: int | None = 20
     cram: bool = False
     new_limit: int = 10
@@ -53,7 +54,7 @@ def run_quiz(
     console = console or Console(highlight=False)
     clock = clock or (lambda: datetime.now(timezone.utc))
     bank = load_bank(options.bank)
-    filters = resolve_filters(bank.questions, options.topics, options.tags, options.difficulty)
+    filters = resolve_filters(bank.questions, options.topics, options.tags, options.difficulty, options.kinds)
     pool = filtered(bank.questions, filters)
     if not pool:
         raise UserError(no_match_message(bank.questions, filters))
