@@ -102,6 +102,34 @@ def test_the_questions_own_known_mistake_is_graded_not_nudged(home: Path, bank: 
     assert _saved(home) == [("attn-probs-gib", 1, "68.72 GiB", "quiz")]
 
 
+def test_help_says_how_to_get_a_hint() -> None:
+    result = runner.invoke(app, ["quiz", "--help"])
+    assert result.exit_code == 0
+    assert "? shows a hint" in " ".join(result.output.split())
+
+
+def test_a_card_with_hints_says_so_once_and_one_without_says_nothing(home: Path, bank: Path) -> None:
+    # A typo re-asks the prompt: the hint line is not repeated.
+    result = _quiz(bank, "--topic", "positional", input="twelve\n?\n54410\n")
+    assert result.exit_code == 0, result.output
+    assert result.output.count("? for a hint (2 available)") == 1
+    assert "hint: Period = 2π / θ_63." in result.output
+    assert result.output.index("? for a hint") < result.output.index("couldn't read 'twelve'")
+    plain = _quiz(bank, "--kind", "choice", input="a\n")
+    assert plain.exit_code == 0, plain.output
+    assert "for a hint" not in plain.output
+
+
+def test_cram_says_so_before_the_first_question(home: Path, bank: Path) -> None:
+    cram = _quiz(bank, "--cram", "--kind", "choice", input="a\n")
+    assert cram.exit_code == 0, cram.output
+    banner = cram.output.find("cram: answers are not scheduled")
+    assert 0 <= banner < cram.output.index("Question 1/1")
+    assert _saved(home) == [("attn-pick", 3, "a", "cram")]
+    due = _quiz(bank, "--kind", "choice", input="a\n")
+    assert "cram:" not in due.output
+
+
 @pytest.mark.parametrize(
     ("flags", "shown"),
     [

@@ -50,7 +50,9 @@ def quiz(
     shuffle: Annotated[bool, typer.Option(
         "--shuffle/--no-shuffle", help="Show choice options in a random (seeded) order.")] = True,
 ) -> None:
-    """Drill interview questions with spaced repetition."""
+    """Drill interview questions with spaced repetition.
+
+    At a prompt: ? shows a hint (cards that have one say so), q ends the session."""
     from drill.quiz.run import QuizOptions, run_quiz
 
     if difficulty is not None and difficulty.strip().lower() not in ("easy", "medium", "hard"):

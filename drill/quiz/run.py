@@ -78,7 +78,11 @@ def run_quiz(
         # Refuse a store we could not save to *now*, before the first answer is typed
         # (a held write lock would otherwise cost that answer after a 10 s wait).
         store.probe_write()
-        session = Session(store, console, read or terminal_reader(console), scheduler, rng, clock, shuffle=options.shuffle)
+        session = Session(store, console, read or terminal_reader(console), scheduler, rng, clock,
+                          shuffle=options.shuffle)
+        if options.cram:  # said before the first question, not only in the summary after the last
+            console.print(Text("cram: answers are not scheduled (practice; your schedule is left as it is)",
+                               style="bold yellow"))
         result = session.run(queue, limit=options.count)
         due_left, next_due = None, ""
         if not options.cram:
