@@ -66,7 +66,8 @@ def bank(tmp_path: Path) -> Path:
     folder = tmp_path / "bank"
     folder.mkdir()
     for topic, body in BANK.items():
-        (folder / f"{topic}.yaml").write_text(f"topic: {topic}\nquestions:\n" + textwrap.indent(textwrap.dedent(body), "  "))
+        questions = textwrap.indent(textwrap.dedent(body), "  ")
+        (folder / f"{topic}.yaml").write_text(f"topic: {topic}\nquestions:\n{questions}")
     return folder
 
 

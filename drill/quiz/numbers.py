@@ -307,7 +307,8 @@ def _evaluate_expression(expr: str, raw: str) -> float:
         value = evaluate(text)
     except FormulaError as exc:
         known = "; the one constant is pi (π), and e is exp(1)" if str(exc).startswith("unknown name") else ""
-        raise AnswerFormatError(f"couldn't work out {raw!r} ({exc}{known}); try again (e.g. 2^30, 1/4, sqrt(128), 2π)") from None
+        raise AnswerFormatError(
+            f"couldn't work out {raw!r} ({exc}{known}); try again (e.g. 2^30, 1/4, sqrt(128), 2π)") from None
     except (RecursionError, MemoryError):
         raise AnswerFormatError(f"couldn't work out {raw!r}; try a simpler form") from None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
