@@ -131,7 +131,7 @@ def test_a_latin1_terminal_gets_replacement_marks_not_a_crash(home: Path) -> Non
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (["quiz", "--topik", "x"], "No such option: --topik (Possible options: --topic)"),
+        (["quiz", "--topik", "x"], "No such option: --topik (Possible options: --topic, --topics)"),
         (["quz"], "No such command 'quz'. Did you mean 'quiz'?"),
         (["quiz", "-n", "abc"], "'abc' is not an integer"),
         (["check"], "Missing argument"),

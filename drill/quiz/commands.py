@@ -23,12 +23,15 @@ app.add_typer(export, name="export")
 @app.command()
 def quiz(
     topic: Annotated[list[str] | None, typer.Option(
-        "--topic", "-t", metavar="TOPIC[,TOPIC]",
+        "--topic", "--topics", "-t", metavar="TOPIC[,TOPIC]",
         help="Only these topics (comma-separated or repeated; any case).")] = None,
     tag: Annotated[list[str] | None, typer.Option(
-        "--tag", metavar="TAG[,TAG]",
+        "--tag", "--tags", metavar="TAG[,TAG]",
         help="Only questions with one of these tags (comma-separated or repeated; any case).")] = None,
     difficulty: Annotated[str | None, typer.Option("--difficulty", "-d", help="easy, medium or hard.")] = None,
+    kind: Annotated[list[str] | None, typer.Option(
+        "--kind", metavar="KIND[,KIND]",
+        help="Only these kinds of question: recall, choice, numeric, parametric, spot-bug.")] = None,
     count: Annotated[int, typer.Option(
         "--count", "-n", min=1,
         help="At most this many questions, repeats included (a missed card comes back once at the end "
@@ -47,7 +50,9 @@ def quiz(
     shuffle: Annotated[bool, typer.Option(
         "--shuffle/--no-shuffle", help="Show choice options in a random (seeded) order.")] = True,
 ) -> None:
-    """Drill interview questions with spaced repetition."""
+    """Drill interview questions with spaced repetition.
+
+    At a prompt: ? shows a hint (cards that have one say so), q ends the session."""
     from drill.quiz.run import QuizOptions, run_quiz
 
     if difficulty is not None and difficulty.strip().lower() not in ("easy", "medium", "hard"):
@@ -58,6 +63,7 @@ def quiz(
         topics=tuple(topic or ()),
         tags=tuple(tag or ()),
         difficulty=difficulty,
+        kinds=tuple(kind or ()),
         count=count,
         cram=cram,
         new_limit=new_limit,
@@ -135,9 +141,9 @@ def export_reviews(
 def export_anki(
     output: Annotated[Path, typer.Option("--output", "-o", help="The .apkg file to write.")] = Path("drill.apkg"),
     topic: Annotated[list[str] | None, typer.Option(
-        "--topic", "-t", metavar="TOPIC[,TOPIC]", help="Only these topics.")] = None,
+        "--topic", "--topics", "-t", metavar="TOPIC[,TOPIC]", help="Only these topics.")] = None,
     tag: Annotated[list[str] | None, typer.Option(
-        "--tag", metavar="TAG[,TAG]", help="Only questions with one of these tags.")] = None,
+        "--tag", "--tags", metavar="TAG[,TAG]", help="Only questions with one of these tags.")] = None,
     difficulty: Annotated[str | None, typer.Option("--difficulty", "-d", help="easy, medium or hard.")] = None,
     deck: Annotated[str, typer.Option("--deck", help="Anki deck name (one sub-deck per topic).")] = "drill",
     bank: Annotated[Path | None, typer.Option(
