@@ -665,6 +665,59 @@ MOE = Workload(
 )
 
 
+# -- sampling: filter_logits over one batch of next-token logits ---------------------------------
+
+# One setting of every option, so each step runs. The logits are built so that the decisions are
+# clear in any dtype (the contract's "no ties"): the TOP_K largest logits are a strictly decreasing
+# ladder from 8 to 5 (0.05 apart: distinct in bf16, whose spacing there is 0.03), every other logit
+# is below 4.5, and top_p / min_p fall between ladder rungs (checked by tests/test_bench_sampling.py), so
+# the learner's probabilities can be compared with the fused reference's at any vocabulary size.
+SAMPLING_OPTIONS = {"temperature": 0.8, "top_k": 50, "top_p": 0.9, "min_p": 0.07}
+
+
+def _sampling_build(size: int, dims: dict, dtype: Any, device: Any, seed: int = 0) -> dict:
+    import torch
+
+    g = _gen(seed, device)
+    b, k = dims["B"], SAMPLING_OPTIONS["top_k"]
+    logits = _randn(g, b, size, dtype=torch.float32, device=device).clamp_(-4.5, 4.5) * 0.9
+    ladder = torch.linspace(8.0, 5.0, k, device=device)
+    for row in range(b):
+        top = torch.randperm(size, generator=g, device=device)[:k]
+        logits[row, top] = ladder
+    return {"logits": logits.to(dtype)}
+
+
+def _sampling_reference(ref: Any, impl: str, x: dict, dims: dict) -> Call:
+    o = SAMPLING_OPTIONS
+    return lambda: ref.filter_logits(x["logits"], o["temperature"], o["top_k"], o["top_p"], o["min_p"], impl=impl)
+
+
+def _sampling_learner(mod: Any, x: dict, dims: dict) -> Call:
+    o = SAMPLING_OPTIONS
+    return lambda: mod.filter_logits(x["logits"], o["temperature"], o["top_k"], o["top_p"], o["min_p"])
+
+
+SAMPLING = Workload(
+    exercise="sampling",
+    size_name="vocabulary size V (B rows of logits, temperature 0.8, top_k 50, top_p 0.9, min_p 0.07)",
+    size_label="V",
+    ladder_cpu=(4096, 16384, 65536, 262144),
+    ladder_cuda=(32768, 65536, 131072, 262144, 524288),
+    dims_cpu={"B": 8},
+    dims_cuda={"B": 64},
+    expected_exponent=1.0,
+    expected_note="top-k and the elementwise steps ~V; sorting the whole row for top-p adds a log V "
+    "(sorting only the top_k survivors avoids it)",
+    build=_sampling_build,
+    reference=_sampling_reference,
+    learner=_sampling_learner,
+    est_bytes=lambda size, dims, elem: 12 * dims["B"] * size * 4,
+    tokens=lambda size, dims: dims["B"],
+    bytes_moved=lambda size, dims, elem: dims["B"] * size * (elem + 4),
+)
+
+
 # Every Workload defined above; which exercises have one is the index's `bench` flag, in its
 # order (tests/test_exercise_index.py checks that the two agree, both ways).
 _DEFINED: dict[str, Workload] = {w.exercise: w for w in list(globals().values()) if isinstance(w, Workload)}

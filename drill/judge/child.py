@@ -60,7 +60,6 @@ import time
 import traceback
 
 
-
 def matcher(patterns: list[str]):
     """`name -> bool` for an exercise's fnmatch patterns: one compiled regex, bound now.
 
@@ -705,11 +704,10 @@ def _guard_native(refuse, writable_path) -> None:
     that digs out an original (`__wrapped__`, a base class) is what the OS
     sandbox is for (README, "Known limits").
     """
-    import signal
-    import subprocess
-
     import _posixsubprocess
     import posix
+    import signal
+    import subprocess
 
     def refusing(what: str):
         def blocked(*args, **kwargs):
@@ -1134,16 +1132,16 @@ def serve(job: dict) -> None:
     for case in job["cases"]:
         i = case["index"]
         record({"event": "start", "case": i})
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         result, failure = guarded(lambda: run_case(mod, case, tensors))
-        elapsed = time.perf_counter() - t0
+        elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0  # CPU: what load does not inflate
         if failure is None:
             try:
                 with trusted():
                     torch.save(result, os.path.join(WORK, f"out_{i}.pt"))
             except BaseException as exc:  # noqa: BLE001
                 failure = {"status": "exception", "type": type(exc).__name__, "message": f"could not save the output: {exc}"[:300]}
-        record({"event": "end", "case": i, "elapsed": elapsed, **(failure or {"status": "ok"})})
+        record({"event": "end", "case": i, "elapsed": elapsed, "cpu": cpu, **(failure or {"status": "ok"})})
     if job.get("audit"):
         t0 = time.perf_counter()
         data, failure = guarded(lambda: extension("audit").run(job["audit"], mod, HOST))

@@ -4,7 +4,9 @@ The rule for one output tensor, in order:
 1. shape must equal the expected shape, dtype must equal the required dtype;
 2. wherever the fp32 reference is finite, the output must be finite (NaN/inf
    in a half-precision result is a failure even if "close" elsewhere);
-3. on the elements the case cares about (`care`, default all), elementwise
+3. where the case fixes a value at exactly 0 (`zeros`, e.g. sampling's
+   removed tokens), the output must be exactly 0: no tolerance;
+4. on the elements the case cares about (`care`, default all), elementwise
    |got - expected| <= atol * max(1, max|expected|) + rtol * |expected|,
    computed in float64 so the check itself cannot overflow.
 
@@ -38,6 +40,7 @@ class Comparison:
     short: str = ""  # one line for the compact report; falls back to `message`
     # Set only by a case's own judge (spec.Case.judge): the mistake a failing measurement proves.
     diagnosis: Any = None
+    nonfinite: int = 0  # NaN/inf elements where finite values were expected (left out of max_abs/max_rel)
 
     @property
     def brief(self) -> str:
@@ -56,13 +59,15 @@ def compare(
     care: torch.Tensor | None = None,
     dtype: torch.dtype | None = None,
     ignore: torch.Tensor | None = None,
+    zeros: torch.Tensor | None = None,
     what: str = "output",
     quick: bool = False,
 ) -> Comparison:
     """Compare `got` with `expected` (see the module docstring).
 
     `ignore` (bool, same shape) removes elements from every check; bug
-    matching uses it for elements a variant cannot predict. `quick`: only
+    matching uses it for elements a variant cannot predict. `zeros` (bool,
+    same shape) marks elements that must be exactly 0. `quick`: only
     the verdict (ok, reason) is wanted, a failure gets no message or numbers
     (bug matching compares thousands of tensors per failing file).
     """
@@ -114,6 +119,17 @@ def compare(
             float(g[idx]),
             float(e[idx]),
             short,
+            int(bad_finite.sum()),
+        )
+    if zeros is not None and bool((stray := zeros & keep & (g != 0)).any()):
+        idx = _first(stray)
+        n = int(stray.sum())
+        return Comparison(
+            False, "values",
+            f"{what}: {n} of {int((zeros & keep).sum())} values that must be exactly 0 are not; "
+            f"first at {list(idx)}: got {float(g[idx]):.6g}",
+            max_abs, max_rel, idx, float(g[idx]), 0.0,
+            f"{'' if what == 'output' else what + ': '}{n} values not exactly 0; first got {float(g[idx]):.4g}",
         )
     if bool(over.any()):
         excess = torch.where(over, abs_err - allowed, torch.full_like(e, -1.0))

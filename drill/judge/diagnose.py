@@ -29,6 +29,10 @@ GENERIC: dict[str, Diagnosis] = {
                   "Replace the `raise NotImplementedError` lines with your implementation."),
         Diagnosis("syntax_error", "Syntax error", "Python could not parse the file, so nothing could run.",
                   "Fix the line shown (run `python FILE` to see the same error)."),
+        Diagnosis("empty_file", "The file is empty", "There is no code in it (nothing but blank lines, comments or a "
+                  "docstring), so no hidden test could run.",
+                  "Write your solution in this file, or copy the exercise's starter file (`drill start EXERCISE DIR`; "
+                  "--force replaces a file)."),
         Diagnosis("missing_name", "Graded name missing", "The file does not define a name (or attribute) the contract requires.",
                   "Define it with exactly the name and attributes given in the starter file."),
         Diagnosis("forbidden_op", "Forbidden library op", "The exercise asks for a from-scratch version, and this call is the library's ready-made answer.",
@@ -97,6 +101,17 @@ GENERIC: dict[str, Diagnosis] = {
 }
 
 HALF_DTYPES = ("float16", "bfloat16")
+
+# `exception` worded for an exception raised while the file is imported (its top-level code): no hidden
+# test ran at all, so "on at least one hidden test" would send the learner looking for a failing test.
+IMPORT_EXCEPTION = Diagnosis(
+    "exception",
+    "Your file raised an exception when imported",
+    "The file's top-level code (run when the grader imports it, before any hidden test) raised, so none of "
+    "the hidden tests could run.",
+    "Run `python FILE` to see the same error and fix the line shown; keep experiments and test calls under "
+    "`if __name__ == \"__main__\":`, which the grader does not run.",
+)
 
 # `wrong_dtype` worded for the case where every dtype failure is a returned cache (a case whose
 # ctx["what"] names a cache, e.g. kv_cache's k/v): the output itself is right, so "cast the
@@ -536,19 +551,22 @@ def _advance(bug: Bug, order: list[CaseEval], score: _Score, tolerance_of: Any, 
             variant, unknown = produced, None
         if ev.forward.reason == "shape" and (variant is None or tuple(variant.shape) == tuple(case.expected.shape)):
             continue
+        # `zeros` only against the reference: a variant's own zeros may be underflow, and the learner's
+        # output is compared with it by tolerance (a removed token's 1e-44 matches a variant's 1e-44).
         if unknown is None:
             if id(ev) not in learner_ok:
-                learner_ok[id(ev)] = compare(ev.got, case.expected, tol, care=case.care).ok
+                learner_ok[id(ev)] = compare(ev.got, case.expected, tol, care=case.care, zeros=case.zeros).ok
             got_ok = learner_ok[id(ev)]
         else:
-            got_ok = compare(ev.got, case.expected, tol, care=case.care, ignore=unknown).ok
+            got_ok = compare(ev.got, case.expected, tol, care=case.care, ignore=unknown, zeros=case.zeros).ok
         if got_ok:  # consistent here only if the variant passes too
-            if variant is None or compare(variant, case.expected, tol, care=case.care, ignore=unknown).ok:
+            if variant is None or compare(variant, case.expected, tol, care=case.care, ignore=unknown,
+                                          zeros=case.zeros).ok:
                 continue
         # A failing case is explained only if the variant reproduces it (and then also fails, which is
         # checked second: most variants are already out after the first comparison).
         elif (variant is not None and compare(ev.got, variant, tol, care=case.care, ignore=unknown).ok
-              and not compare(variant, case.expected, tol, care=case.care, ignore=unknown).ok):
+              and not compare(variant, case.expected, tol, care=case.care, ignore=unknown, zeros=case.zeros).ok):
             score.explained += 1
             score.matched += _finite_evidence(variant, case, tol, unknown)
             continue
@@ -569,4 +587,4 @@ def _finite_evidence(variant: Any, case: Case, tol: Any, unknown: Any) -> bool:
 
     nonfinite = ~torch.isfinite(variant.detach().to(torch.float64))
     ignore = nonfinite if unknown is None else (nonfinite | unknown)
-    return not compare(variant, case.expected, tol, care=case.care, ignore=ignore).ok
+    return not compare(variant, case.expected, tol, care=case.care, ignore=ignore, zeros=case.zeros).ok

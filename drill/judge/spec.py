@@ -14,11 +14,16 @@ it); tensors appear only as values inside the dataclasses.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 # What a case may ask the child to do (see child.py for the executor).
+# Times a reference computation (Case.reference_s): this thread's CPU time, which the parent's other threads
+# (batch workers, the grading server) and a loaded machine's waits leave out, like the child's per-test CPU.
+reference_clock: Callable[[], float] = time.thread_time
+
 KIND_CALL = "call"  # call a graded function: target(*args) -> tensor
 KIND_MODULE = "module"  # build target(*init), load params, call it: module(*args) -> tensor
 KIND_MAP = "map"  # call target(*row) for every row of `rows`: ints -> int64 tensor
@@ -81,6 +86,9 @@ class Case:
     gradients (for `upstream`) are compared; `grad_params` adds the params'.
     `care` (bool, output-shaped, optional): False marks elements whose value
     is free (only finiteness is required), e.g. fully masked attention rows.
+    `zeros` (bool, output-shaped, optional): elements the contract fixes at
+    exactly 0 (sampling's removed tokens): any other value there fails,
+    however small, where a tolerance would let 1e-30 pass.
     `ctx` carries whatever the spec's reference and bug functions need.
     """
 
@@ -96,6 +104,7 @@ class Case:
     grad_params: bool = False
     upstream: Any = None
     care: Any = None
+    zeros: Any = None
     out_dtype: Any = None
     ctx: dict[str, Any] = field(default_factory=dict)
     # JSON-safe details the child's executor of a non-basic kind needs (e.g. how to split calls):
@@ -119,6 +128,8 @@ class Case:
     # filled by the engine from the spec's reference:
     expected: Any = None
     expected_grads: dict[str, Any] = field(default_factory=dict)
+    # CPU seconds the reference took on this case in the parent, this run (the "slow" advisory's yardstick)
+    reference_s: float | None = None
 
     @property
     def wants_grads(self) -> bool:
