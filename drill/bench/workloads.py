@@ -161,6 +161,32 @@ ATTENTION = Workload(
 )
 
 
+# -- flash_attention: causal, square, so both alignments agree and SDPA's is_causal applies ------------------
+
+
+def _flash_learner(mod: Any, x: dict, dims: dict) -> Call:
+    return lambda: mod.flash_attention(x["q"], x["k"], x["v"], True)[0]  # (out, lse): out is what is compared
+
+
+FLASH_ATTENTION = Workload(
+    exercise="flash_attention",
+    size_name="sequence length T (q, k, v all of length T, causal)",
+    size_label="T",
+    ladder_cpu=(256, 512, 1024, 2048, 4096),
+    ladder_cuda=(1024, 2048, 4096, 8192),
+    dims_cpu={"B": 1, "H": 2, "d_head": 64},
+    dims_cuda={"B": 1, "H": 16, "d_head": 128},
+    expected_exponent=2.0,
+    expected_note="T^2 compute for everyone; memory ~T for tiles (yours, the fused kernel), ~T^2 for the math path's "
+    "full score matrix",
+    build=_attn_build,
+    reference=lambda ref, impl, x, dims: (lambda: ref.sdpa(x["q"], x["k"], x["v"], causal=True, impl=impl)),
+    learner=_flash_learner,
+    est_bytes=_attn_est,
+    tokens=lambda size, dims: dims["B"] * size,
+)
+
+
 # -- mha / gqa ----------------------------------------------------------------
 
 _PROJ = ("q_proj", "k_proj", "v_proj", "o_proj")

@@ -123,16 +123,24 @@ class StorageTracker(StorageBytes):
             return frozenset({self.sources[p]})
         return self.labels.get(p, frozenset())
 
+    def made(self, name: str, func, seen: frozenset) -> frozenset:
+        """The labels of an op's outputs, from its name and its inputs' labels (`seen`): K/V provenance here."""
+        if name in CONTRACTIONS:
+            return frozenset(lbl[1:] for lbl in seen if lbl in ("WK", "WV"))
+        if getattr(func, "is_view", False) or name in MOVEMENT or torch.Tag.pointwise in getattr(func, "tags", ()):
+            return seen
+        return frozenset()
+
+    def measure(self, p: int, o: torch.Tensor, name: str, seen: frozenset) -> None:
+        """Called for every output on a tracked storage, after its labels are set (a subclass measures here)."""
+        self._check_expanded(p, o)
+        self._check_copy(p, o)
+
     def observe(self, func: Any, inputs: list[torch.Tensor], outputs: list[torch.Tensor]) -> None:
         in_ptrs = {_ptr(t) for t in inputs}
         name = func.overloadpacket.__name__
         seen: frozenset = frozenset().union(*(self._label(t) for t in inputs)) if inputs else frozenset()
-        if name in CONTRACTIONS:
-            made = frozenset(lbl[1:] for lbl in seen if lbl in ("WK", "WV"))
-        elif getattr(func, "is_view", False) or name in MOVEMENT or torch.Tag.pointwise in getattr(func, "tags", ()):
-            made = seen
-        else:
-            made = frozenset()
+        made = self.made(name, func, seen)
         for o in outputs:
             p = _ptr(o)
             state = self.count(o, in_ptrs)
@@ -141,8 +149,7 @@ class StorageTracker(StorageBytes):
             elif state == _counter.LIVE and made and name.endswith("_"):
                 self.labels[p] = self.labels.get(p, frozenset()) | made  # in-place write of K/V data
             if state is not None:
-                self._check_expanded(p, o)
-                self._check_copy(p, o)
+                self.measure(p, o, name, seen)
 
     def _check_copy(self, p: int, o: torch.Tensor) -> None:
         """A storage whose values are exactly K (or V) at n_heads heads, in any layout and made by any op.
@@ -209,6 +216,73 @@ class _LearnerShapes(TorchFunctionMode):
                 if self.pending.pop(p, None) is not None:
                     self.tracker.expanded[p]["shape"] = list(t.shape)
         return out
+
+
+# Ops that write their input's data elsewhere (a tile copied into a bigger buffer): labels follow the data.
+SCATTERS = {"index_put", "index_put_", "slice_scatter", "select_scatter", "index_copy", "index_copy_",
+            "masked_scatter", "masked_scatter_", "scatter", "scatter_", "copy_", "_softmax", "_log_softmax",
+            "_safe_softmax", "softmax", "log_softmax", "constant_pad_nd", "pad", "reflection_pad1d", "replication_pad1d",
+            "detach", "alias", "lift_fresh", "lift_fresh_copy"}
+REDUCTIONS = {"sum", "mean", "amax", "amin", "max", "min", "logsumexp", "prod", "norm", "linalg_vector_norm"}
+
+
+class ScoreTracker(StorageTracker):
+    """flash_attention's tiling: every floating-point storage that holds attention scores, and each q.k product.
+
+    `sources` labels the q and k handed to the call "Q" and "K". Labels flow
+    through views, copies, pointwise ops and softmax; a contraction (or a sum
+    of elementwise products) of data carrying both Q and K makes scores "S";
+    anything computed from scores by a contraction (p @ v) or a reduction
+    (row max, row sum) is no longer scores. Per storage it keeps the largest
+    float score storage seen (elements per (batch, head) = ceil(numel / (B*H)),
+    its shape, dtype and the learner's line), and counts the q.k products and
+    the scores they computed. `line_of` is the child's learner_line_of_stack.
+    """
+
+    def __init__(self, sources: dict[int, str], batch_heads: int, line_of) -> None:
+        super().__init__(sources)
+        self.batch_heads = max(1, batch_heads)
+        self.line_of = line_of
+        self.score_storages = 0
+        self.products = 0
+        self.computed = 0  # scores computed by q.k products, per (batch, head)
+        self.largest: dict = {"per_bh": 0, "numel": 0, "line": 0, "dtype": "", "shape": []}
+        self._counted: set[int] = set()
+
+    def made(self, name: str, func, seen: frozenset) -> frozenset:
+        qk = {"Q", "K"} <= seen
+        if name in CONTRACTIONS:
+            return frozenset() if "S" in seen else (frozenset({"S"}) if qk else seen)
+        if name in REDUCTIONS or torch.Tag.reduction in getattr(func, "tags", ()):
+            return frozenset({"S"}) if qk and "S" not in seen else frozenset()
+        if getattr(func, "is_view", False) or name in MOVEMENT or name in SCATTERS or torch.Tag.pointwise in getattr(
+                func, "tags", ()):
+            return seen
+        return frozenset()
+
+    def released(self, ptr: int) -> None:
+        super().released(ptr)  # the storage is gone: a later one at this address is a new one
+        self._counted.discard(ptr)
+        if self.largest.get("ptr") == ptr:
+            self.largest["ptr"] = None
+
+    def measure(self, p: int, o: torch.Tensor, name: str, seen: frozenset) -> None:
+        if "S" not in self.labels.get(p, frozenset()) or not o.is_floating_point():
+            return
+        numel = self.live[p][0] // max(1, o.element_size())
+        per_bh = -(-numel // self.batch_heads)
+        if p not in self._counted:
+            self._counted.add(p)
+            self.score_storages += 1
+            if "S" not in seen:  # a fresh q.k product, not scores derived from scores
+                self.products += 1
+                self.computed += -(-o.numel() // self.batch_heads)
+        if per_bh > self.largest["per_bh"]:
+            line, _ = self.line_of()
+            self.largest = {"per_bh": per_bh, "numel": numel, "line": int(line or 0), "ptr": p,
+                            "dtype": str(o.dtype).replace("torch.", ""), "shape": [int(n) for n in o.shape]}
+        elif p == self.largest.get("ptr") and o.numel() == numel:  # a view of it, as the learner's code sees it
+            self.largest["shape"] = [int(n) for n in o.shape]  # (matmul's (B*H, T, T) comes back as (B, H, T, T))
 
 
 # ---------------------------------------------------------------- child side
@@ -315,7 +389,7 @@ class RowCounter(TorchDispatchMode):
 
 # TorchDispatchMode wraps __torch_dispatch__ in torch._disable_dynamo, whose first call imports
 # torch._dynamo (~1.7 s on torch 2.13 CPU); nothing here is compiled, so use the plain functions.
-# (StorageTracker inherits the plain one from storage_bytes.py.)
+# (StorageTracker and ScoreTracker inherit the plain one from storage_bytes.py.)
 RowCounter.__torch_dispatch__ = getattr(RowCounter.__torch_dispatch__, "__wrapped__", RowCounter.__torch_dispatch__)
 
 

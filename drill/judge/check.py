@@ -278,6 +278,8 @@ def _job(spec: Any, cases: list, path: Path) -> tuple[dict[str, Any], dict[str, 
         }
         if case.extra:
             entry["extra"] = case.extra
+        if case.module_attrs:  # module-level names the grader sets for this case (flash_attention's blocks)
+            entry["module_attrs"] = dict(case.module_attrs)
         if case.repeat:  # a first call's inputs (spec.Case.repeat), run just before the graded call
             entry["repeat"] = [ref(f"{i}.repeat.{n}", v) for n, v in case.repeat.items()]
         if case.kind == "module" or case.params:
@@ -442,7 +444,9 @@ def _evaluate(spec: Any, cases: list, child: Any, events: list) -> list:
         if case.derive is not None:  # a property check compares a quantity derived from the output
             got = case.derive(got)
         ev.got = got
-        if is_token_case(case):  # token ids: the first diverging step, never an error size
+        if case.judge is not None:  # a measurement the case judges itself (flash_attention's tiling)
+            ev.forward = case.judge(got)
+        elif is_token_case(case):  # token ids: the first diverging step, never an error size
             ev.forward = compare_tokens(got, case.expected, int(case.args["ids"].shape[1]))
         else:
             ev.forward = compare(got, case.expected, tol_of(case), care=case.care, dtype=case.out_dtype,

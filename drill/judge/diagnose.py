@@ -208,8 +208,13 @@ def diagnose_cases(spec: Spec, evals: list[CaseEval], tolerance_of: Any) -> Verd
     state = state_failure(evals) if absent is None else None
     if state is not None:
         return state
-    tensor_evals = [ev for ev in evals if ev.status == "ok" and ev.forward is not None and ev.forward.reason != "shape"]
+    # Shape failures enter the matching too, but count only for a variant that predicts a shape (see _score_bug);
+    # a case that judges a measurement itself (Case.judge) never does.
+    tensor_evals = [ev for ev in evals if ev.status == "ok" and ev.forward is not None and ev.case.judge is None]
     bug = match_bug(spec, tensor_evals, tolerance_of)
+    judged = judged_failure(evals)
+    if bug is not None and judged is not None:  # values first: the measurement of wrong code matters less; listed
+        bug.detail += f"; also failing: {judged.diagnosis.id} ({judged.detail})"
     if bug is not None and absent is not None:  # two mistakes: name the one explaining more failing tests
         first, second = (bug, absent) if bug.explained >= absent.explained else (absent, bug)
         n = second.explained
@@ -219,6 +224,8 @@ def diagnose_cases(spec: Spec, evals: list[CaseEval], tolerance_of: Any) -> Verd
         return first
     if bug is not None or absent is not None:
         return bug or absent
+    if judged is not None:
+        return judged
     probe = probe_failure(evals)
     if probe is not None:
         return probe
@@ -344,6 +351,34 @@ def absent_arg_failure(spec: Spec, evals: list[CaseEval]) -> Verdict | None:
                 explained=n,
             )
     return None
+
+
+def judged_failure(evals: list[CaseEval]) -> Verdict | None:
+    """The mistake a case's own judge named (spec.Case.judge: a measurement, e.g. flash_attention's tiling).
+
+    Named after the bug variants (right values come first) and before the
+    generic shape/dtype/unknown verdicts, which a measurement never is. The
+    first failing judged case in order names it; other judged ids and failing
+    tests of other kinds are listed, and with the latter the name is partial.
+    """
+    failing = [ev for ev in evals if not ev.passed]
+    judged = [ev for ev in failing if ev.case.judge is not None and ev.forward is not None and not ev.forward.ok
+              and ev.forward.diagnosis is not None]
+    if not judged:
+        return None
+    first = judged[0]
+    detail = f"{first.forward.message} in test '{first.case.name}'"
+    others = []
+    for ev in judged[1:]:
+        if ev.forward.diagnosis.id != first.forward.diagnosis.id and ev.forward.diagnosis.id not in others:
+            others.append(ev.forward.diagnosis.id)
+    if others:
+        detail += f"; other measurements fail too: {', '.join(others)}"
+    rest = [ev for ev in failing if ev.case.judge is None]
+    if rest:
+        detail += (f"; {len(rest)} other failing test{'s' if len(rest) != 1 else ''} (values) match no known mistake: "
+                   "there is probably more than one mistake")
+    return Verdict(first.forward.diagnosis, detail, partial=bool(rest), explained=len(judged))
 
 
 def probe_failure(evals: list[CaseEval]) -> Verdict | None:
@@ -489,8 +524,15 @@ def _advance(bug: Bug, order: list[CaseEval], score: _Score, tolerance_of: Any, 
 
     The counts are sums over cases, so evaluating in any order, and resuming
     later where it stopped, gives exactly the numbers of one full pass.
+    A case whose output has the wrong shape counts only for a variant that itself changes the shape (e.g.
+    a sum over too few axes); for any other variant it is left out, as it says nothing about the values.
+    Only verdicts are needed here, so the comparisons are `quick` (no messages).
     """
-    from drill.judge.compare import compare
+    from functools import partial
+
+    from drill.judge.compare import compare as full
+
+    compare = partial(full, quick=True)
 
     while score.next < len(order):
         ev = order[score.next]
@@ -507,6 +549,8 @@ def _advance(bug: Bug, order: list[CaseEval], score: _Score, tolerance_of: Any, 
             variant, unknown = produced
         else:
             variant, unknown = produced, None
+        if ev.forward.reason == "shape" and (variant is None or tuple(variant.shape) == tuple(case.expected.shape)):
+            continue
         # `zeros` only against the reference: a variant's own zeros may be underflow, and the learner's
         # output is compared with it by tolerance (a removed token's 1e-44 matches a variant's 1e-44).
         if unknown is None:

@@ -109,6 +109,10 @@ INDEX: tuple[Exercise, ...] = (
     Exercise("alibi", ("alibi_slopes", "alibi_bias"),
              "ALiBi head slopes for any head count and the bottom-right aligned linear distance bias",
              "positions", "medium", ("positional",), "good_broadcast.py", wave=2),
+    Exercise("flash_attention", ("flash_attention",),
+             "FlashAttention's forward: score tiles, an online softmax and lse, never the full score matrix",
+             "kernels", "hard", ("flash",), "good_online_softmax.py", bench=True,
+             defaults={"BLOCK_Q": 64, "BLOCK_K": 64}, wave=2),
     Exercise("decoder_block", ("DecoderBlock",),
              "the pre-norm Llama block: RMSNorm, causal GQA with RoPE at given positions, SwiGLU, two residuals",
              "block", "medium", ("block",), "good_hf_llama.py", in_model=True, bench=True,
@@ -117,6 +121,9 @@ INDEX: tuple[Exercise, ...] = (
              "a top-k routed mixture of SwiGLU experts with Mixtral's load-balancing loss",
              "mlp", "hard", ("moe",), "good_hf_mixtral_loop.py", bench=True,
              defaults={"NORM_TOPK_PROB": True}, wave=2),
+    Exercise("rmsnorm_backward", ("rmsnorm_backward",),
+             "RMSNorm's backward pass by hand: grad_x and grad_weight, no autograd",
+             "training", "medium", ("normalization",), "good_closed_form.py", defaults={"eps": 1e-6}, wave=2),
 )
 
 _BY_NAME: dict[str, Exercise] = {e.name: e for e in INDEX}

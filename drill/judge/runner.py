@@ -59,7 +59,7 @@ from typing import Any
 CHILD_SCRIPT = Path(__file__).with_name("child.py")
 # The driver and its torch-only siblings, copied next to every run (the child never imports drill), as
 # paths relative to this folder: audit.py loads the shared storage counter from its own folder there.
-DRIVER_FILES = ("child.py", "chain.py", "audit.py", "sandbox_child.py", "../storage_bytes.py")
+DRIVER_FILES = ("child.py", "chain.py", "audit.py", "tiling.py", "sandbox_child.py", "../storage_bytes.py")
 WORK_CAP_BYTES = 512 * 2**20  # the protocol and scratch folders (outputs, printed output, files) of one run, together
 _OWN_PIDS: set[int] = set()  # processes this module started on purpose (children, fork servers)
 _OWN_LOCK = threading.Lock()

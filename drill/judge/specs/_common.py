@@ -185,7 +185,7 @@ def repeat_probe(case: Case, first: dict[str, Any], *, vary: tuple[str, ...] = (
             assert not torch.equal(other, value) or name == "mask", name
         else:
             assert other == value or name in vary, name
-    case.repeat = dict(first)
+    case.repeat = {name: first[name] for name in case.args}  # the child passes them in the graded call's order
     if vary:
         case.ctx["repeat_vary"] = tuple(vary)
     return case
@@ -234,16 +234,18 @@ def module_case(
 def call_case(
     d: Draw, name: str, target: str, args: dict[str, Any], *, dtype: str = "float32", grads: tuple[str, ...] = (),
     out_shape: Sequence[int] | None = None, out_dtype: Any = None, care: Any = None, ctx: dict[str, Any] | None = None,
+    module_attrs: dict[str, Any] | None = None,
 ) -> Case:
     """A KIND_CALL case: `target(*args)` (args already drawn); `grads` names the args whose gradients are graded.
 
     The upstream gradient (of `out_shape`, default the first arg's shape; `()`
     for a scalar loss) is drawn here, last. `out_dtype` defaults to `dtype`'s.
+    `module_attrs`: module-level names the grader sets for this call (spec.Case.module_attrs).
     """
     shape = tuple(out_shape) if out_shape is not None else tuple(next(iter(args.values())).shape)
     return Case(
         name=name, target=target, kind=KIND_CALL, args=args, grad_inputs=tuple(grads),
-        upstream=d.normal(*shape) if grads else None, care=care,
+        upstream=d.normal(*shape) if grads else None, care=care, module_attrs=dict(module_attrs or {}),
         out_dtype=out_dtype if out_dtype is not None else DTYPES[dtype], ctx={"dtype": dtype, **(ctx or {})},
     )
 
