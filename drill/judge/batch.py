@@ -119,13 +119,14 @@ def summary_table(results: list[Any], elapsed_s: float | None = None, width: int
     passed = sum(r.status == "pass" for r in results)
     title = f"{passed}/{len(results)} passed" + (f" in {elapsed_s:.1f} s" if elapsed_s is not None else "")
     rows = [(_file_cell(r), r.status.upper(), f"{r.passed}/{r.total}" if r.total else "-",  # "-": none drawn
-             _note(r), f"{r.elapsed_s:.1f} s") for r in results]
+             _note(r), _took(r.elapsed_s)) for r in results]
     headers = ("file", "result", "tests", "diagnosis / advisories", "time")
     widths = [max([len(h) if i != 3 else len("advisories"), *(len(row[i]) for row in rows)])
               for i, h in enumerate(headers)]
-    # Rich's box: one space of padding each side of a cell and a rule between cells and at both ends.
-    file_width = max(16, width - sum(widths[1:]) - 3 * len(headers) - 1)
-    table = Table(title=title, show_header=True, header_style="bold", title_justify="left")
+    # Rich's box: a rule between cells and at both ends, one space of padding each side of a cell but not
+    # at the table's two edges (pad_edge=False: two more characters for a long file name).
+    file_width = max(16, width - sum(widths[1:]) - 3 * len(headers) + 1)
+    table = Table(title=title, show_header=True, header_style="bold", title_justify="left", pad_edge=False)
     table.add_column("file", overflow="fold", max_width=file_width)
     table.add_column("result", no_wrap=True)
     table.add_column("tests", justify="right", no_wrap=True)
@@ -134,6 +135,11 @@ def summary_table(results: list[Any], elapsed_s: float | None = None, width: int
     for r, (name, status, tests, note, took) in zip(results, rows):
         table.add_row(name, Text(status, style=STYLE.get(r.status, "")), tests, Text(note, no_wrap=True), took)
     return table
+
+
+def _took(seconds: float) -> str:
+    """"4.2 s", "12 s": a tenth of a second is news on a fast check, not on a slow one."""
+    return f"{seconds:.1f} s" if seconds < 9.95 else f"{seconds:.0f} s"
 
 
 def _file_cell(result: Any) -> str:

@@ -79,7 +79,7 @@ def compare(
         return Comparison(False, "dtype", f"{what} is complex")
     g = got.detach().to(torch.float64)
     e = expected.detach().to(torch.float64)
-    if ignore is None and care is None:
+    if ignore is None and care is None and zeros is None:
         fast = _all_finite_within(g, e, tol)
         if fast is not None:
             return fast
@@ -97,6 +97,8 @@ def compare(
     if quick:
         if bool(bad_finite.any()) or bool(nonfinite_mismatch.any()):
             return Comparison(False, "nonfinite", "")
+        if zeros is not None and bool((zeros & keep & (g != 0)).any()):
+            return Comparison(False, "values", "")
         return Comparison(not bool(over.any()), "values" if bool(over.any()) else "", "")
     max_abs = float(abs_err.max()) if abs_err.numel() else 0.0
     ref_scale = float(torch.where(region, e.abs(), torch.zeros_like(e)).max()) if e.numel() else 0.0
@@ -119,7 +121,7 @@ def compare(
             float(g[idx]),
             float(e[idx]),
             short,
-            int(bad_finite.sum()),
+            nonfinite=int(bad_finite.sum()),
         )
     if zeros is not None and bool((stray := zeros & keep & (g != 0)).any()):
         idx = _first(stray)
