@@ -450,9 +450,10 @@ def block_higher_order_ops(patterns: list[str]) -> list[str]:
 
     base = getattr(ops, "HigherOrderOperator", None)
     blocked = []
+    forbidden = matcher(patterns)  # (the merge of issue 13 left this on an undefined `_FNMATCH`)
     for name, hop in sorted(getattr(ops, "_higher_order_ops", {}).items()):
         cls = type(hop)
-        if base is not None and cls is not base and any(_FNMATCH(name, p) for p in patterns):
+        if base is not None and cls is not base and forbidden(name):
             cls.__call__ = _tripping_function(name)
             blocked.append(name)
     return blocked
