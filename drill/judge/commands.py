@@ -79,12 +79,18 @@ def register(app: typer.Typer) -> None:
         jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Files graded at once (default: min(4, CPU cores)).", min=1),
         no_server: bool = typer.Option(False, "--no-server", help="Grade in this process, without the warm grading server "
                                        "(as DRILL_NO_SERVER=1; see `drill server`)."),
+        device: Optional[str] = typer.Option(None, "--device", help="Where your code, its inputs and the reference run: "
+                                             "cpu (default), cuda (the reference's fused CUDA kernels; --memory-mb then "
+                                             "caps GPU memory too) or auto (cuda when torch sees a GPU). CUDA-only "
+                                             "exercises (triton_rmsnorm) always run on cuda."),
     ) -> None:
         from drill.judge.batch import expand
+        from drill.judge.devices import check_choice
         from drill.judge.runner import Limits
 
         limits = Limits(timeout_s=timeout, cpu_s=cpu_time, memory_mb=memory_mb)
         with user_errors():  # every usage problem is reported before any grading starts
+            device = check_choice(device)
             items = expand(files, canonical_exercise(exercise, graded=True) if exercise is not None else None)
             if watch_mode and json_out:
                 raise UserError("--watch and --json cannot be combined")
@@ -93,7 +99,8 @@ def register(app: typer.Typer) -> None:
         if in_model and not summary:
             with user_errors():
                 _check_in_model(items[0])
-        opts = {"seed": seed, "limits": limits, "strict": strict, "in_model": in_model, "audit": not no_audit}
+        opts = {"seed": seed, "limits": limits, "strict": strict, "in_model": in_model, "audit": not no_audit,
+                "device": device}
         if no_server:
             opts["use_server"] = False
         out = Console(highlight=False)
