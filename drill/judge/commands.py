@@ -96,6 +96,11 @@ def register(app: typer.Typer) -> None:
                 raise UserError("--watch and --json cannot be combined")
         # A folder always ends with its summary table, even when it holds one exercise file.
         summary = len(items) > 1 or any(f.is_dir() for f in files)
+        if device == "cuda" and (watch_mode or summary):  # one line before watching or grading many files
+            from drill.judge.devices import require_cuda
+
+            with user_errors():
+                require_cuda()
         if in_model and not summary:
             with user_errors():
                 _check_in_model(items[0])

@@ -66,6 +66,14 @@ def resolve(wanted: str, exercise) -> str:
     raise UserError(f"--device cuda: torch sees no CUDA device here ({why_no_cuda(torch)}); use --device cpu or auto")
 
 
+def require_cuda() -> None:
+    """A UserError unless torch sees a CUDA device (imports torch): `--watch` and folders ask before grading."""
+    import torch
+
+    if not torch.cuda.is_available():
+        raise UserError(f"--device cuda: torch sees no CUDA device here ({why_no_cuda(torch)}); use --device cpu or auto")
+
+
 def why_no_cuda(torch) -> str:
     """One clause on why torch has no CUDA device: a CPU-only build, or a CUDA build that found none."""
     if not torch.backends.cuda.is_built():
