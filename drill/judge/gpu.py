@@ -139,7 +139,7 @@ def exec_rule(tools: dict[str, str], roots: tuple[str, ...]) -> Callable[[Any, A
     if not tools:
         return None
     realpath, isabs = os.path.realpath, os.path.isabs
-    ptxas, cc = tools.get("ptxas"), tools.get("cc")
+    ptxas, cc = (realpath(tools[k]) if tools.get(k) else None for k in ("ptxas", "cc"))
 
     def under(path: str) -> bool:
         return isabs(path) and any((realpath(path).rstrip("/") + "/").startswith(r) for r in roots)
