@@ -15,7 +15,11 @@ getting busier hurts both sides alike):
 Every command runs with --no-server (the cold path, as these targets were
 set for); benchmarks/check_server.py measures the warm grading server.
 
-Run: .venv/bin/python benchmarks/check_dir.py [--repeat 5]
+Run: .venv/bin/python benchmarks/check_dir.py [--repeat 5] [--also-wave1] [--no-audits]
+`--also-wave1` times, in the same interleaved rounds, a second folder holding
+only the first exercises (wave 1 of the index), so the per-exercise cost of
+the full index can be compared with the first seven's on the same machine at
+the same moment; `--no-audits` skips part 2.
 The learner files are fixtures from tests/fixtures/solutions (one good style
 per exercise), copied into a temporary folder under their exercise names.
 Progress goes to a throw-away DRILL_HOME. Not a test: numbers depend on the
@@ -43,6 +47,14 @@ GOOD = {e.name: e.fixture for e in INDEX}
 AUDITED = {"gqa": "good_repeat_interleave.py", "kv_cache": "good_recompute_inefficient.py"}
 
 
+def _solutions(folder: Path, good: dict[str, str]) -> Path:
+    """A folder holding each exercise's plain correct solution under the exercise's name."""
+    folder.mkdir()
+    for name, fixture in good.items():
+        shutil.copy(SOLUTIONS / name / fixture, folder / f"{name}.py")
+    return folder
+
+
 def drill_command() -> list[str]:
     script = Path(sys.executable).with_name("drill")
     return [str(script)] if script.exists() else [sys.executable, "-c", "from drill.cli import app; app()"]
@@ -60,23 +72,26 @@ def timed(cmd: list[str], env: dict[str, str], expect_rc: int = 0) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5, help="runs per measurement (median is reported)")
+    parser.add_argument("--also-wave1", action="store_true", help="also time a folder of the wave-1 exercises only")
+    parser.add_argument("--no-audits", action="store_true", help="skip the audit ratios (part 2)")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="drill-bench-") as tmp:
         tmp_path = Path(tmp)
-        folder = tmp_path / "solutions"
-        folder.mkdir()
-        for name, fixture in GOOD.items():
-            shutil.copy(SOLUTIONS / name / fixture, folder / f"{name}.py")
+        folder = _solutions(tmp_path / "solutions", GOOD)
+        wave1 = {e.name: e.fixture for e in INDEX if e.wave == 1}
+        folder1 = _solutions(tmp_path / "wave1", wave1) if args.also_wave1 else None
         env = {**os.environ, "DRILL_HOME": str(tmp_path / "home"), "NO_COLOR": "1"}
         drill = drill_command()
         torch_cmd = [sys.executable, "-c", "import torch"]
 
         timed(torch_cmd, env)  # warm the page cache before measuring anything
-        torch_s, dir_s = [], []
+        torch_s, dir_s, wave1_s = [], [], []
         for _ in range(args.repeat):
             torch_s.append(timed(torch_cmd, env))
             dir_s.append(timed([*drill, "check", str(folder), "--seed", "1", "--no-server"], env))
+            if folder1 is not None:
+                wave1_s.append(timed([*drill, "check", str(folder1), "--seed", "1", "--no-server"], env))
         t_torch, t_dir = statistics.median(torch_s), statistics.median(dir_s)
         print(f"python -c 'import torch'        median {t_torch:6.2f} s  (runs: {', '.join(f'{x:.2f}' for x in torch_s)})")
         label = f"drill check DIR ({len(GOOD)} exercises)"
@@ -84,6 +99,13 @@ def main() -> None:
         print(f"ratio DIR / import torch        {t_dir / t_torch:6.2f}   (target <= 3.0)")
         # Comparable across index sizes: 2.58 / 7 = 0.37 was measured with the first 7 exercises.
         print(f"  per exercise                  {t_dir / t_torch / len(GOOD):6.3f}   (the first 7 measured 0.37)")
+        if wave1_s:
+            t_1 = statistics.median(wave1_s)
+            print(f"{f'drill check DIR (wave 1, {len(wave1)})':31s} median {t_1:6.2f} s  "
+                  f"(runs: {', '.join(f'{x:.2f}' for x in wave1_s)})")
+            print(f"  ratio {t_1 / t_torch:5.2f}, per exercise {t_1 / t_torch / len(wave1):6.3f}   (same rounds)")
+        if args.no_audits:
+            return
 
         for name, fixture in AUDITED.items():
             path = tmp_path / f"{name}.py"
@@ -101,7 +123,8 @@ def main() -> None:
 def warm_audit_ratios(repeat: int) -> None:
     """The same ratio without process start-up in the picture: check_file in-process on a warm fork server."""
     from drill.judge.check import check_file
-    from drill.judge.runner import ChildPool, Limits
+    from drill.judge.pool import ChildPool
+    from drill.judge.runner import Limits
 
     with ChildPool() as pool:
         for name, fixture in AUDITED.items():

@@ -64,7 +64,8 @@ def runs_text(xs: list[float]) -> str:
 def costliest_bugs() -> dict[str, tuple[str, float, float]]:
     """Per exercise: (bug fixture with the most grading CPU, its CPU, the index fixture's), warm, in-process."""
     from drill.judge.check import check_file
-    from drill.judge.runner import ChildPool, Limits
+    from drill.judge.pool import ChildPool
+    from drill.judge.runner import Limits
 
     class Tracking:
         def __init__(self, pool):

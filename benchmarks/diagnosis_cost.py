@@ -1,7 +1,7 @@
 """Benchmark: what a failing check costs next to a passing one (issue 14: target <= 1.3x), per exercise.
 
 For each exercise, a correct fixture and a few buggy ones are graded on a warm
-fork server (`runner.ChildPool`), interleaved, --repeat times on the same
+fork server (`pool.ChildPool`), interleaved, --repeat times on the same
 seed; the script prints the median wall time of each, the ratio of every
 buggy file to the correct one, and how much of a failing check is the
 parent's diagnosis (`diagnose.diagnose_cases`, timed by wrapping it, in CPU
@@ -47,7 +47,8 @@ def main() -> None:
     import torch
 
     from drill.judge import check, diagnose
-    from drill.judge.runner import ChildPool, Limits
+    from drill.judge.pool import ChildPool
+    from drill.judge.runner import Limits
 
     torch.set_num_threads(1)  # intra-op workers spin while they wait: CPU time would count the machine's load
 

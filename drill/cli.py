@@ -9,7 +9,6 @@ interpreter does.
 from __future__ import annotations
 
 import sys
-from types import ModuleType
 from typing import Annotated, NoReturn
 
 import typer
@@ -64,21 +63,13 @@ def _show_help(ctx: typer.Context) -> NoReturn:
 
 
 # The one shape of an area: `<area>/commands.py` holds a module-level `app = typer.Typer()` whose
-# commands are module-level functions taking `Annotated` options; add_typer without a name merges
-# them into this app as top-level commands (in this order: it is the order of `drill --help`).
+# commands are module-level functions taking `Annotated` options (a group such as `drill server` or
+# `drill export` is a Typer of the same shape, added to its area's app by name); add_typer without a
+# name merges each area into this app as top-level commands, in this order: it is the order of `drill --help`.
 AREAS = (quiz_commands, judge_commands, mock_commands, bench_commands)
 
-
-def _add_area(root: typer.Typer, area: ModuleType) -> None:
-    commands = getattr(area, "app", None)
-    if isinstance(commands, typer.Typer):
-        root.add_typer(commands)
-    else:  # the older shape, a register(app) closure: drill/quiz and drill/judge until they are converted
-        area.register(root)
-
-
 for _area in AREAS:
-    _add_area(app, _area)
+    app.add_typer(_area.app)
 
 
 def main() -> None:

@@ -5,15 +5,19 @@ modules built on them. Every function takes `impl=None|"fused"|"math"`; see
 `backend`. Invalid configurations raise ValueError naming the bad value.
 """
 
+from .alibi import alibi_bias, alibi_slopes
 from .attention import causal_mask, grouped_query_attention, multi_head_attention, sdpa
+from .flash import attention_lse, flash_attention_tiled
 from .backend import get_impl, set_impl, use_impl
 from .kv_cache import KVCache
 from .loss import cross_entropy
 from .mlp import SwiGLU, ffn_hidden_dim, swiglu
 from .model import Attention, Decoder, LlamaConfig, PastKVAttention, copy_weights, llama_block
 from .moe import MoE, load_balancing_loss, moe, route, router_probs
-from .norm import LayerNorm, RMSNorm, layer_norm, rms_norm
+from .norm import LayerNorm, RMSNorm, layer_norm, rms_norm, rms_norm_backward
 from .rope import apply_rope, half_to_interleaved_perm, rope_angles
+from .sampling import filter_logits, keep_mask, softmax_kept
+from .sinusoidal import sinusoidal_positions
 
 __all__ = [
     "Attention",
@@ -25,11 +29,16 @@ __all__ = [
     "PastKVAttention",
     "RMSNorm",
     "SwiGLU",
+    "alibi_bias",
+    "alibi_slopes",
     "apply_rope",
+    "attention_lse",
     "causal_mask",
     "copy_weights",
     "cross_entropy",
     "ffn_hidden_dim",
+    "flash_attention_tiled",
+    "filter_logits",
     "get_impl",
     "grouped_query_attention",
     "half_to_interleaved_perm",
@@ -37,13 +46,17 @@ __all__ = [
     "llama_block",
     "load_balancing_loss",
     "moe",
+    "keep_mask",
     "multi_head_attention",
     "rms_norm",
+    "rms_norm_backward",
     "rope_angles",
     "route",
     "router_probs",
     "sdpa",
     "set_impl",
+    "sinusoidal_positions",
+    "softmax_kept",
     "swiglu",
     "use_impl",
 ]

@@ -62,6 +62,28 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float, impl: str | None = None) -> 
     return rms_norm(x, weight, eps, impl="math")
 
 
+def rms_norm_backward(x: Tensor, weight: Tensor, grad_out: Tensor, eps: float) -> tuple[Tensor, Tensor]:
+    """(grad_x like x, grad_weight (d,) like weight): the gradients of sum(rms_norm(x, weight, eps) * grad_out).
+
+    Closed form, in fp32 (fp64 stays fp64): with r = 1/sqrt(mean(x**2) + eps),
+    x_hat = x * r and g = grad_out * weight, grad_x = r * (g - x_hat *
+    mean(g * x_hat)) (the second term is the path through r: every x_i moves
+    the RMS), and grad_weight sums grad_out * x_hat over every leading dim.
+    """
+    _check_eps(eps)
+    if weight.shape != x.shape[-1:] or grad_out.shape != x.shape:
+        raise ValueError(f"rms_norm_backward: x {tuple(x.shape)}, weight {tuple(weight.shape)} and grad_out "
+                         f"{tuple(grad_out.shape)} do not fit together")
+    acc = acc_dtype(x.dtype)
+    xf, gf, wf = x.to(acc), grad_out.to(acc), weight.to(acc)
+    r = torch.rsqrt(xf.pow(2).mean(dim=-1, keepdim=True) + eps)
+    x_hat = xf * r
+    g = gf * wf
+    grad_x = r * (g - x_hat * (g * x_hat).mean(dim=-1, keepdim=True))
+    grad_weight = (gf * x_hat).reshape(-1, x.shape[-1]).sum(dim=0)
+    return grad_x.to(x.dtype), grad_weight.to(weight.dtype)
+
+
 class RMSNorm(nn.Module):
     """RMSNorm module with a learnable `weight` (initialised to ones), HF-compatible name."""
 

@@ -22,6 +22,7 @@ from .mlp import swiglu
 from .model import Decoder, LlamaConfig
 from .norm import rms_norm
 from .rope import apply_rope
+from .sampling import filter_logits
 
 
 @dataclass
@@ -117,6 +118,16 @@ def _cases(device: torch.device, big: bool) -> dict[str, Callable[[str, torch.dt
             parts += [m(ids[:, t : t + 1], caches) for t in range(T - 3, T)]
         return torch.cat(parts, dim=1)
 
+    # Sampling: every decision must be the same in bf16 and fp32, so the 50 largest logits are multiples
+    # of 1/16 in (4.9, 8] (exact in bf16) and all others below 4.5; top_k=50 keeps exactly that ladder.
+    logits = rn(4, 8192 if big else 1024).clamp(-4.5, 4.5) * 0.9
+    for row in range(logits.shape[0]):
+        logits[row, torch.randperm(logits.shape[1], generator=g)[:50].to(device)] = 8.0 - torch.arange(
+            50, device=device) / 16
+
+    def sampling(impl: str, dtype: torch.dtype) -> torch.Tensor:
+        return filter_logits(c(logits, dtype), 0.8, 50, 0.9, 0.07, impl=impl)
+
     return {
         "sdpa causal square (GQA)": lambda i, dt: sdpa(c(q, dt), c(k, dt), c(v, dt), causal=True, impl=i),
         "sdpa chunk T_q<T_k (bottom-right)": lambda i, dt: sdpa(c(q[:, :, -T // 4 :], dt), c(k, dt), c(v, dt), causal=True, impl=i),
@@ -131,6 +142,7 @@ def _cases(device: torch.device, big: bool) -> dict[str, Callable[[str, torch.dt
         "gqa + past_kv": gqa_cached,
         "decoder logits": decoder,
         "decoder cached chunks+decode": decoder_cached,
+        "filter_logits (temperature, top-k, top-p, min-p)": sampling,
     }
 
 

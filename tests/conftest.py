@@ -96,3 +96,22 @@ def _private_drill_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: p
 def home(_private_drill_home: Path) -> Path:
     """The test's DRILL_HOME, for a test that reads or seeds the store."""
     return _private_drill_home
+@pytest.fixture(scope="module")
+def verdicts_over_seeds():
+    """`grade(exercise, path, seeds)` -> [(seed, "pass" or the diagnosis id, partial, detail)], on one fork server.
+
+    For the spec tests that check a few fixtures on more seeds than test_judge_fixtures.py's one.
+    """
+    from drill.judge.check import check_file
+    from drill.judge.runner import ChildPool, Limits
+
+    with ChildPool() as pool:
+        def grade(exercise: str, path: Path, seeds) -> list[tuple]:
+            out = []
+            for seed in seeds:
+                r = check_file(path, exercise, seed, Limits(timeout_s=60, cpu_s=60), pool=pool)
+                got = "pass" if r.status == "pass" else r.diagnosis.id
+                out.append((seed, got, r.diagnosis_partial, r.diagnosis_detail))
+            return out
+
+        yield grade

@@ -31,7 +31,7 @@ runner = CliRunner()
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("DRILL_HOME", str(tmp_path))
-    monkeypatch.setattr(store_mod, "BUSY_TIMEOUT_S", 0.2)  # a held lock fails fast in tests
+    monkeypatch.setattr(store_mod.core, "BUSY_TIMEOUT_S", 0.2)  # a held lock fails fast in tests
     return tmp_path
 
 
@@ -131,7 +131,7 @@ def test_a_latin1_terminal_gets_replacement_marks_not_a_crash(home: Path) -> Non
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (["quiz", "--topik", "x"], "No such option: --topik (Possible options: --topic)"),
+        (["quiz", "--topik", "x"], "No such option: --topik (Possible options: --topic, --topics)"),
         (["quz"], "No such command 'quz'. Did you mean 'quiz'?"),
         (["quiz", "-n", "abc"], "'abc' is not an integer"),
         (["check"], "Missing argument"),

@@ -64,6 +64,38 @@ def test_work_audit_flags_only_recomputation(path: Path) -> None:
         assert data["rows"]["k_proj"] == [1] * len(data["lengths"])
 
 
+@pytest.mark.parametrize("stem", ["good_repeat_interleave", "good_expand_reshape", "good_index_select",
+                                  "good_index_floor_div"])
+def test_memory_audit_shows_the_copies_as_the_learner_made_them(stem: str) -> None:
+    """repeat_interleave decomposes into unsqueeze + expand + clone + flatten: the storage is allocated as
+    (B, n_kv_heads, group, T, d_head), but the learner's tensor is (B, n_heads, T, d_head), and that is shown."""
+    data = audit.run(gqa.SPEC.audit, _load(SOLUTIONS / "gqa" / f"{stem}.py"), HOST)
+    c = data["config"]
+    learner_shape = [c["batch"], c["n_heads"], c["seq"], c["d_model"] // c["n_heads"]]
+    assert [(e["what"], e["shape"]) for e in data["expanded"]] == [("K", learner_shape), ("V", learner_shape)]
+    lines, _advice, _ = audit.judge("gqa_memory", data)
+    assert f"K {tuple(learner_shape)}" in lines[1] and "inside" not in lines[1], lines
+
+
+def test_a_copy_the_learner_never_holds_says_which_call_made_it() -> None:
+    """matmul broadcasting an unsqueezed K clones it for itself: that tensor dies inside the `@`, so its
+    shape is the op's and the line says where it was made."""
+    data = audit.run(gqa.SPEC.audit, _load(SOLUTIONS / "gqa" / "good_broadcast_matmul.py"), HOST)
+    assert data["expanded"] and all(e.get("inside") == "matmul" for e in data["expanded"]), data["expanded"]
+    lines, _advice, _ = audit.judge("gqa_memory", data)
+    assert "(made inside matmul)" in lines[1]
+
+
+def test_the_tracker_is_the_shared_storage_counter() -> None:
+    """One per-storage byte counter (drill/storage_bytes.py) under the bench's CPU audit and the gqa audit."""
+    from drill.bench.memory import LiveBytes
+    from drill.judge import runner
+
+    assert [c.__name__ for c in audit.StorageTracker.__mro__[:2]] == ["StorageTracker", "StorageBytes"]
+    assert audit.StorageTracker.__mro__[1].__module__ == "_drill_storage_bytes"  # loaded by path, as in the child
+    assert LiveBytes.__name__ == "StorageBytes" and "storage_bytes.py" in "".join(runner.DRIVER_FILES)
+
+
 def test_storage_tracker_counts_peak_and_frees() -> None:
     with torch.no_grad(), audit.StorageTracker() as t:
         a = torch.ones(1024)  # 4 KB

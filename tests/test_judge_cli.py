@@ -60,9 +60,15 @@ def test_seed_replays_the_same_tests(home: Path) -> None:
 
 
 def test_verbose_shows_shapes_and_worst_element(home: Path) -> None:
+    """Each failing test's worst element is shown once (its message names it; the details used to repeat it)."""
+    import re
+
     res = run("check", str(BUG), "-e", "attention", "--verbose", "--seed", "5")
     assert res.exit_code == 1
-    assert "float32[" in res.output and "worst element" in res.output
+    flat = " ".join(res.output.replace("│", " ").split())
+    worst = re.findall(r"worst at (\[[\d, ]+\]: got [-\d.e+]+)", flat)
+    assert "float32[" in flat and worst, flat
+    assert all(flat.count(w) == 1 for w in worst), worst
 
 
 def test_usage_errors_exit_2(home: Path, tmp_path: Path) -> None:

@@ -283,5 +283,6 @@ def test_wrong_hidden_sizes_print_as_integers(home: Path) -> None:
     bug = SOLUTIONS / "swiglu" / "bug_ffn_hidden_rounding__rounds_down.py"
     res = run("check", str(bug), "-e", "swiglu", "--verbose", "--seed", "3")
     assert res.exit_code == 1, res.output
-    worst = re.findall(r"got (-?[\d.e+]+), expected (-?[\d.e+]+)", res.stdout.replace("│", " ").replace("\n", " "))
+    flat = " ".join(res.stdout.replace("│", " ").split())  # the panel's words, wrapping undone
+    worst = re.findall(r"got (-?[\d.e+]+), expected (-?[\d.e+]+)", flat)
     assert worst and all(re.fullmatch(r"-?\d+", g) and re.fullmatch(r"-?\d+", e) for g, e in worst), worst

@@ -83,6 +83,8 @@ def _saved(home: Path) -> list[tuple[str, int, str]]:
         (["--topic", "moe"], ["11,274,289,152", "1.127e10", "11.27"], "did you mean 11.2743 B?", ("11.27", 3)),
         # 0.25 on a percentage question.
         (["--tag", "gqa-ratio"], ["0.25", "25"], "did you mean 25%?", ("25", 3)),
+        # Decimal GB for an answer in GiB: "did you mean GiB?", not a wrong answer (issue 16).
+        (["--topic", "gqa", "--tag", "kv-cache"], ["160 GB", "160 GiB"], "did you mean 160 GiB?", ("160 GiB", 3)),
         # Arithmetic is worked out with the safe evaluator, unit and all.
         (["--topic", "gqa", "--tag", "kv-cache"], ["160 * 2^30 bytes"], "(160 * 2^30 bytes = 160 GiB)", ("160 * 2^30 bytes", 3)),
     ],

@@ -69,3 +69,14 @@ def test_runtime_failures_are_formula_errors(text: str, fragment: str) -> None:
 
 def test_names_are_collected_but_functions_are_not() -> None:
     assert parse_formula("ceil(a / b) * c").names == {"a", "b", "c"}
+
+
+def test_pi_is_a_constant_and_a_variable_of_that_name_wins() -> None:
+    """Bank formulas write 2 * pi * base ** (2 * i / d_k) instead of 3.141592653589793 by hand."""
+    import math
+
+    assert evaluate("2 * pi * 10000") == pytest.approx(2 * math.pi * 10000)
+    assert parse_formula("2 * pi * base ** (2 * i / d_k)").names == {"base", "i", "d_k"}
+    assert evaluate("pi * 2", {"pi": 3}) == 6  # a parameter called pi is the question's own
+    with pytest.raises(FormulaError, match="unknown name 'e'"):
+        evaluate("2 * e")

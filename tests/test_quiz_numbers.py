@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from drill.quiz.numbers import (
@@ -12,6 +14,7 @@ from drill.quiz.numbers import (
     parse_answer,
     read_answer,
     scale_slip,
+    unit_slip,
 )
 
 
@@ -191,7 +194,7 @@ def test_simple_arithmetic_is_evaluated(text: str, unit: str, expected: float) -
         ("1/0", "division by zero"),
         ("2^30 parsecs", "unknown unit 'parsecs'"),
         ("__import__('os')", "couldn't"),
-        ("pi * 2", "couldn't"),
+        ("tau * 2", "unknown name 'tau'; the one constant is pi"),  # pi is known (below); other names are not
         ("2 < 3", "couldn't"),
         ("1" + "+1" * 150, "longer than"),
         ("5 $", "couldn't read"),
@@ -255,3 +258,98 @@ def test_no_typed_text_crashes_the_reader() -> None:
             except AnswerFormatError:
                 continue
             assert isinstance(value, float) and value == value and abs(value) != float("inf"), (text, unit)
+
+
+# --- pi in typed answers (issue 16: a RoPE period is 2π·Θ^(126/128)) -----------------
+
+
+@pytest.mark.parametrize(
+    ("text", "unit", "expected"),
+    [
+        ("2*pi*10000", "", 2 * math.pi * 10000),
+        ("2π·10000", "", 2 * math.pi * 10000),
+        ("2π × 10000", "", 2 * math.pi * 10000),
+        ("10000·2π", "", 2 * math.pi * 10000),
+        ("2 pi", "", 2 * math.pi),
+        ("2pi", "", 2 * math.pi),
+        ("pi", "", math.pi),
+        ("π/2", "", math.pi / 2),
+        ("(2)π", "", 2 * math.pi),
+        ("sqrt(pi)", "", math.sqrt(math.pi)),
+        ("2π · 10000^(126/128) tokens", "tokens", 2 * math.pi * 10000 ** (126 / 128)),
+        ("2*pi*10000^(126/128)", "tokens", 2 * math.pi * 10000 ** (126 / 128)),
+    ],
+)
+def test_pi_is_a_constant_in_typed_arithmetic(text: str, unit: str, expected: float) -> None:
+    answer = read_answer(text, unit)
+    assert answer.value == pytest.approx(expected, rel=1e-12) and answer.computed
+
+
+@pytest.mark.parametrize(
+    ("text", "unit", "expected", "typed_unit"),
+    [
+        ("1e4", "", 10000, ""),  # scientific notation is untouched by the constants
+        ("2.5E-3", "", 0.0025, ""),
+        ("2 PiB", "bytes", 2 * 2**50, "PiB"),  # the Pi of PiB is a prefix, not π
+        ("3 pib", "bytes", 3 * 2**50, "pib"),
+        ("7 params", "params", 7, "params"),
+    ],
+)
+def test_pi_never_reads_into_units_or_exponents(text: str, unit: str, expected: float, typed_unit: str) -> None:
+    answer = read_answer(text, unit)
+    assert answer.value == pytest.approx(expected) and answer.typed_unit == typed_unit and not answer.computed
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("2e", "unknown unit 'e'"),  # an unfinished 2e3 is asked again, never read as 2·e = 5.44
+        ("2*e*3", "unknown name 'e'; the one constant is pi (π), and e is exp(1)"),
+    ],
+)
+def test_there_is_no_e_constant(text: str, fragment: str) -> None:
+    with pytest.raises(AnswerFormatError) as info:
+        read_answer(text, "")
+    assert fragment in str(info.value)
+
+
+# --- a decimal unit for a binary answer, or the reverse (issue 16: 2 GB for 2 GiB) ---
+
+
+@pytest.mark.parametrize(
+    ("text", "unit", "answer", "meant"),
+    [
+        ("2 GB", "GiB", 2, "did you mean 2 GiB? GB is 10^9 bytes and GiB is 2^30"),
+        ("2 GiB", "GB", 2, "did you mean 2 GB? GiB is 2^30 bytes and GB is 10^9"),
+        ("2 gb", "bytes", 2 * 2**30, "did you mean 2 GiB?"),
+        ("512 MB", "MiB", 512, "did you mean 512 MiB? MB is 10^6 bytes and MiB is 2^20"),
+        ("512 MiB", "bytes", 512e6, "did you mean 512 MB?"),
+        ("320 KB", "KiB", 320, "did you mean 320 KiB? KB is 10^3 bytes and KiB is 2^10"),
+        ("320 kB", "bytes", 320 * 1024, "did you mean 320 KiB? kB is 10^3 bytes"),
+        ("320 KiB", "KB", 320, "did you mean 320 KB?"),
+        ("3 TB", "TiB", 3, "did you mean 3 TiB? TB is 10^12 bytes and TiB is 2^40"),
+        ("3 TiB", "bytes", 3e12, "did you mean 3 TB?"),
+        ("10*16 GB", "GiB", 160, "did you mean 10*16 GiB?"),
+    ],
+)
+def test_a_decimal_binary_unit_mix_up_is_a_slip(text: str, unit: str, answer: float, meant: str) -> None:
+    typed = read_answer(text, unit)
+    assert not Tolerance(rel=0.01).accepts(typed.value, answer)  # graded as typed, it would be wrong
+    slip = unit_slip(typed, unit, answer, Tolerance(rel=0.01))
+    assert slip is not None and slip.startswith(meant)
+
+
+@pytest.mark.parametrize(
+    ("text", "unit", "answer", "known_wrong"),
+    [
+        ("2 GiB", "GiB", 2, ()),  # right as typed
+        ("171.8 GB", "GiB", 160, ()),  # right once converted
+        ("3 GB", "GiB", 2, ()),  # wrong in either unit: graded
+        ("2", "GiB", 2.1, ()),  # no unit typed: nothing to swap
+        ("2 Gbit", "GiB", 2, ()),  # bits have no binary twin here
+        ("68.72 GiB", "GiB", 64, (68.72,)),  # the question's own known mistake: graded, with its feedback
+    ],
+)
+def test_no_unit_slip_when_right_wrong_either_way_or_a_known_mistake(
+        text: str, unit: str, answer: float, known_wrong: tuple[float, ...]) -> None:
+    assert unit_slip(read_answer(text, unit), unit, answer, Tolerance(rel=0.01), known_wrong) is None

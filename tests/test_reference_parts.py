@@ -566,3 +566,92 @@ def test_gradients_match_finite_differences(impl):
     ]
     for fn, inputs in checks:
         assert torch.autograd.gradcheck(fn, inputs, eps=1e-6, atol=1e-5)
+
+
+# --- attention with lse (flash_attention's ground truth) and RMSNorm's backward ----------------------------
+
+
+def naive_attention_lse(q, k, v, causal):
+    """Per (head, query) in float64 with Python lists: out and lse over the visible keys; none -> 0, -inf."""
+    b, h, t_q, d = q.shape
+    t_k = k.shape[-2]
+    out = torch.zeros(b, h, t_q, v.shape[-1], dtype=torch.float64)
+    lse = torch.full((b, h, t_q), -math.inf, dtype=torch.float64)
+    for bi in range(b):
+        for hi in range(h):
+            for i in range(t_q):
+                keys = [j for j in range(t_k) if not causal or j <= t_k - t_q + i]
+                if not keys:
+                    continue
+                s = [float(q[bi, hi, i].double() @ k[bi, hi, j].double()) / math.sqrt(d) for j in keys]
+                top = max(s)
+                w = [math.exp(x - top) for x in s]
+                lse[bi, hi, i] = top + math.log(sum(w))
+                for wj, j in zip(w, keys):
+                    out[bi, hi, i] += wj / sum(w) * v[bi, hi, j].double()
+    return out, lse
+
+
+@pytest.mark.parametrize("t_q, t_k, causal",
+                         [(9, 13, False), (11, 11, True), (5, 12, True), (12, 5, True), (1, 7, True)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_attention_lse_math_fused_and_tiled_agree_with_naive(t_q, t_k, causal, dtype):
+    q = randn(2, 2, t_q, 8, seed=1, dtype=dtype)
+    k, v = randn(2, 2, t_k, 8, seed=2, dtype=dtype), randn(2, 2, t_k, 8, seed=3, dtype=dtype)
+    want_o, want_l = naive_attention_lse(q, k, v, causal)
+    atol = 1e-5 if dtype == torch.float32 else 2e-3
+    for name, (out, lse) in {
+        "math": R.attention_lse(q, k, v, causal, impl="math"),
+        "fused": R.attention_lse(q, k, v, causal, impl="fused"),
+        "tiled 4x4": R.flash_attention_tiled(q, k, v, causal, block_q=4, block_k=4),
+        "tiled 16x2": R.flash_attention_tiled(q, k, v, causal, block_q=16, block_k=2),
+    }.items():
+        assert out.dtype == dtype and lse.dtype == torch.float32, name
+        assert torch.allclose(out.double(), want_o, atol=atol), name
+        assert torch.equal(torch.isneginf(lse), torch.isinf(want_l)), name  # no visible key: exactly -inf
+        finite = torch.isfinite(want_l)
+        assert torch.allclose(lse.double()[finite], want_l[finite], atol=1e-5), name
+
+
+def test_attention_lse_out_equals_sdpa():
+    q, k, v = randn(1, 3, 10, 16, seed=4), randn(1, 3, 14, 16, seed=5), randn(1, 3, 14, 16, seed=6)
+    for causal in (False, True):
+        out, _ = R.attention_lse(q, k, v, causal, impl="fused")
+        assert torch.allclose(out, R.sdpa(q, k, v, causal=causal, impl="math"), atol=1e-6)
+
+
+def test_attention_lse_rejects_bad_shapes():
+    with pytest.raises(ValueError, match="do not fit"):
+        R.attention_lse(randn(1, 2, 4, 8), randn(1, 2, 5, 4), randn(1, 2, 5, 8))
+
+
+@pytest.mark.parametrize("shape", [(5, 16), (2, 3, 24), (2, 2, 3, 8)])
+@pytest.mark.parametrize("eps", [1e-6, 1e-2])
+def test_rms_norm_backward_closed_form_equals_autograd_and_a_loop(shape, eps):
+    x, g, w = randn(*shape, seed=7), randn(*shape, seed=8), randn(shape[-1], seed=9)
+    xx, ww = x.clone().requires_grad_(True), w.clone().requires_grad_(True)
+    (R.rms_norm(xx, ww, eps, impl="math") * g).sum().backward()
+    grad_x, grad_w = R.rms_norm_backward(x, w, g, eps)
+    assert torch.allclose(grad_x, xx.grad, atol=1e-5) and torch.allclose(grad_w, ww.grad, atol=1e-5)
+    # the derivative written out per element, in float64: dy_i/dx_j = w_i (r d_ij - x_i x_j r^3 / d)
+    d = shape[-1]
+    rows_x, rows_g = x.double().reshape(-1, d), g.double().reshape(-1, d)
+    loop = torch.zeros_like(rows_x)
+    for n in range(rows_x.shape[0]):
+        xr, gr = rows_x[n], rows_g[n]
+        r = 1.0 / math.sqrt(float((xr * xr).mean()) + eps)
+        for j in range(d):
+            loop[n, j] = sum(float(gr[i] * w[i]) * ((r if i == j else 0.0) - float(xr[i] * xr[j]) * r**3 / d)
+                             for i in range(d))
+    assert torch.allclose(grad_x.double().reshape(-1, d), loop, atol=1e-5)
+
+
+def test_rms_norm_backward_keeps_dtypes_and_accumulates_in_fp32():
+    x = randn(2, 4, 32, seed=10, dtype=torch.float16) * 400  # squares overflow fp16
+    g = randn(2, 4, 32, seed=11, dtype=torch.float16)
+    w = randn(32, seed=12)
+    grad_x, grad_w = R.rms_norm_backward(x, w, g, 1e-6)
+    assert grad_x.dtype == torch.float16 and grad_w.dtype == torch.float32
+    assert torch.isfinite(grad_x).all() and torch.isfinite(grad_w).all()
+    want_x, want_w = R.rms_norm_backward(x.float(), w, g.float(), 1e-6)
+    assert torch.allclose(grad_x.float(), want_x, rtol=1e-2, atol=1e-4) and torch.allclose(grad_w, want_w, atol=1e-4)

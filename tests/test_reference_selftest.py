@@ -18,7 +18,7 @@ def test_selftest_passes_on_this_machine(capsys):
     out = capsys.readouterr().out
     if not torch.cuda.is_available():
         assert "CUDA not available" in out
-        assert "17/17 passed" in out  # 13 comparisons, 2 forced SDPA backends, the default choice, rms_norm
+        assert "18/18 passed" in out and "ok   filter_logits" in out  # 14 comparisons, 2 forced SDPA backends, the default choice, rms_norm
         assert "ok   sdpa forced flash_attention -> aten._scaled_dot_product_flash_attention_for_cpu" in out
         assert "ok   sdpa default choice = flash (dispatcher), ran _scaled_dot_product_flash_attention_for_cpu" in out
 

@@ -96,8 +96,8 @@ def test_forward_migration_keeps_existing_data(tmp_path: Path, monkeypatch: pyte
     with Store(path) as s:
         s.record_review("q1", 3, card_json="{}", due="2030-01-01")
     extra = store_mod.MIGRATIONS + ["ALTER TABLE reviews ADD COLUMN note TEXT; CREATE TABLE extra (id INTEGER)"]
-    monkeypatch.setattr(store_mod, "MIGRATIONS", extra)
-    monkeypatch.setattr(store_mod, "SCHEMA_VERSION", len(extra))
+    monkeypatch.setattr(store_mod.migrations, "MIGRATIONS", extra)
+    monkeypatch.setattr(store_mod.migrations, "SCHEMA_VERSION", len(extra))
     with Store(path) as s:
         assert s.schema_version() == len(extra)
         assert [r.question_id for r in s.reviews()] == ["q1"]
@@ -145,7 +145,7 @@ def test_a_version_1_file_migrates_to_the_current_schema(tmp_path: Path) -> None
     """A progress file written by the first release keeps its reviews and gains the new tables."""
     path = tmp_path / "p.db"
     db = sqlite3.connect(path)
-    for statement in store_mod._split_sql(store_mod.MIGRATIONS[0]):
+    for statement in store_mod.split_sql(store_mod.MIGRATIONS[0]):
         db.execute(statement)
     db.execute("INSERT INTO reviews (question_id, reviewed_at, rating) VALUES ('q1', '2026-01-01', 3)")
     db.execute("PRAGMA user_version = 1")

@@ -51,7 +51,7 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
 def _version_1_file(path: Path) -> None:
     """A file as the first release left it: schema 1, no hint_views table."""
     db = sqlite3.connect(path)
-    for statement in store_mod._split_sql(store_mod.MIGRATIONS[0]):
+    for statement in store_mod.split_sql(store_mod.MIGRATIONS[0]):
         db.execute(statement)
     db.execute("INSERT INTO reviews (question_id, reviewed_at, rating, topic) VALUES ('q1', '2026-01-01T00:00:00+00:00', 3, 'rope')")
     db.execute("PRAGMA user_version = 1")
@@ -132,8 +132,8 @@ def test_a_later_migration_is_emulated_only_when_it_just_adds_tables(
     _filled_store(path)
     before = _snapshot(tmp_path)
     migrations = [*store_mod.MIGRATIONS, later]
-    monkeypatch.setattr(store_mod, "MIGRATIONS", migrations)
-    monkeypatch.setattr(store_mod, "SCHEMA_VERSION", len(migrations))
+    monkeypatch.setattr(store_mod.migrations, "MIGRATIONS", migrations)
+    monkeypatch.setattr(store_mod.migrations, "SCHEMA_VERSION", len(migrations))
     if readable:
         with Store(path, read_only=True) as s:
             assert len(s.reviews()) == 2

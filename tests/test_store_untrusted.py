@@ -96,8 +96,8 @@ def test_a_migration_failing_halfway_leaves_the_store_as_it_was(tmp_path: Path, 
     path = tmp_path / "progress.db"
     _filled(path)
     migrations = [*store_mod.MIGRATIONS, "CREATE TABLE half (x INTEGER); INSERT INTO nowhere VALUES (1)"]
-    monkeypatch.setattr(store_mod, "MIGRATIONS", migrations)
-    monkeypatch.setattr(store_mod, "SCHEMA_VERSION", len(migrations))
+    monkeypatch.setattr(store_mod.migrations, "MIGRATIONS", migrations)
+    monkeypatch.setattr(store_mod.migrations, "SCHEMA_VERSION", len(migrations))
     with pytest.raises(UserError):
         Store(path)
     db = sqlite3.connect(path)

@@ -161,6 +161,32 @@ ATTENTION = Workload(
 )
 
 
+# -- flash_attention: causal, square, so both alignments agree and SDPA's is_causal applies ------------------
+
+
+def _flash_learner(mod: Any, x: dict, dims: dict) -> Call:
+    return lambda: mod.flash_attention(x["q"], x["k"], x["v"], True)[0]  # (out, lse): out is what is compared
+
+
+FLASH_ATTENTION = Workload(
+    exercise="flash_attention",
+    size_name="sequence length T (q, k, v all of length T, causal)",
+    size_label="T",
+    ladder_cpu=(256, 512, 1024, 2048, 4096),
+    ladder_cuda=(1024, 2048, 4096, 8192),
+    dims_cpu={"B": 1, "H": 2, "d_head": 64},
+    dims_cuda={"B": 1, "H": 16, "d_head": 128},
+    expected_exponent=2.0,
+    expected_note="T^2 compute for everyone; memory ~T for tiles (yours, the fused kernel), ~T^2 for the math path's "
+    "full score matrix",
+    build=_attn_build,
+    reference=lambda ref, impl, x, dims: (lambda: ref.sdpa(x["q"], x["k"], x["v"], causal=True, impl=impl)),
+    learner=_flash_learner,
+    est_bytes=_attn_est,
+    tokens=lambda size, dims: dims["B"] * size,
+)
+
+
 # -- mha / gqa ----------------------------------------------------------------
 
 _PROJ = ("q_proj", "k_proj", "v_proj", "o_proj")
@@ -636,6 +662,59 @@ MOE = Workload(
     est_bytes=lambda size, dims, elem: _moe_bytes(size, dims, 4) + 6 * dims["N"] * dims["top_k"] * dims["d_ff"] * 4,
     tokens=lambda size, dims: dims["N"],
     bytes_moved=_moe_bytes,
+)
+
+
+# -- sampling: filter_logits over one batch of next-token logits ---------------------------------
+
+# One setting of every option, so each step runs. The logits are built so that the decisions are
+# clear in any dtype (the contract's "no ties"): the TOP_K largest logits are a strictly decreasing
+# ladder from 8 to 5 (0.05 apart: distinct in bf16, whose spacing there is 0.03), every other logit
+# is below 4.5, and top_p / min_p fall between ladder rungs (checked by tests/test_bench_sampling.py), so
+# the learner's probabilities can be compared with the fused reference's at any vocabulary size.
+SAMPLING_OPTIONS = {"temperature": 0.8, "top_k": 50, "top_p": 0.9, "min_p": 0.07}
+
+
+def _sampling_build(size: int, dims: dict, dtype: Any, device: Any, seed: int = 0) -> dict:
+    import torch
+
+    g = _gen(seed, device)
+    b, k = dims["B"], SAMPLING_OPTIONS["top_k"]
+    logits = _randn(g, b, size, dtype=torch.float32, device=device).clamp_(-4.5, 4.5) * 0.9
+    ladder = torch.linspace(8.0, 5.0, k, device=device)
+    for row in range(b):
+        top = torch.randperm(size, generator=g, device=device)[:k]
+        logits[row, top] = ladder
+    return {"logits": logits.to(dtype)}
+
+
+def _sampling_reference(ref: Any, impl: str, x: dict, dims: dict) -> Call:
+    o = SAMPLING_OPTIONS
+    return lambda: ref.filter_logits(x["logits"], o["temperature"], o["top_k"], o["top_p"], o["min_p"], impl=impl)
+
+
+def _sampling_learner(mod: Any, x: dict, dims: dict) -> Call:
+    o = SAMPLING_OPTIONS
+    return lambda: mod.filter_logits(x["logits"], o["temperature"], o["top_k"], o["top_p"], o["min_p"])
+
+
+SAMPLING = Workload(
+    exercise="sampling",
+    size_name="vocabulary size V (B rows of logits, temperature 0.8, top_k 50, top_p 0.9, min_p 0.07)",
+    size_label="V",
+    ladder_cpu=(4096, 16384, 65536, 262144),
+    ladder_cuda=(32768, 65536, 131072, 262144, 524288),
+    dims_cpu={"B": 8},
+    dims_cuda={"B": 64},
+    expected_exponent=1.0,
+    expected_note="top-k and the elementwise steps ~V; sorting the whole row for top-p adds a log V "
+    "(sorting only the top_k survivors avoids it)",
+    build=_sampling_build,
+    reference=_sampling_reference,
+    learner=_sampling_learner,
+    est_bytes=lambda size, dims, elem: 12 * dims["B"] * size * 4,
+    tokens=lambda size, dims: dims["B"],
+    bytes_moved=lambda size, dims, elem: dims["B"] * size * (elem + 4),
 )
 
 

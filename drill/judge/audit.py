@@ -11,7 +11,8 @@ Three audits, each in two halves:
 gqa_memory — did the forward copy K/V to n_heads heads, and what did it
 allocate? A TorchDispatchMode sees every aten op of the forward. Each
 storage allocated by an op is tracked (bytes; freed when the last tensor on
-it dies), which gives the forward's peak allocation. Storages are labelled
+it dies: the shared counter of drill/storage_bytes.py, also `drill bench`'s), which
+gives the forward's peak allocation. Storages are labelled
 by where their data came from: the k_proj/v_proj weights mark their storage,
 a matmul with such a weight produces "K" or "V", and elementwise or
 data-movement ops (views, copies, cat, index_select, repeat, ...) pass
@@ -43,11 +44,14 @@ NORM_TOPK_PROB the file declares, which the tests graded against.
 
 from __future__ import annotations
 
+import importlib.util
 import math
-import weakref
+import os
+import sys
 from typing import Any
 
 import torch
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
@@ -58,42 +62,60 @@ MOVEMENT = {
 }
 
 
-def _ptr(t: torch.Tensor) -> int:
-    try:
-        return t.untyped_storage().data_ptr()
-    except (RuntimeError, NotImplementedError):
-        return 0
+def _counter_module() -> Any:
+    """drill/storage_bytes.py, loaded by path: in the grader's child a copy sits next to this file (the driver
+    folder, which cannot import `drill`); in the package it is one folder up."""
+    key = "_drill_storage_bytes"
+    if key not in sys.modules:
+        here = os.path.dirname(os.path.abspath(__file__))
+        path = next(p for p in (os.path.join(here, "storage_bytes.py"), os.path.join(os.path.dirname(here),
+                                                                                    "storage_bytes.py"))
+                    if os.path.isfile(p))
+        spec = importlib.util.spec_from_file_location(key, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[key] = module
+    return sys.modules[key]
 
 
-class StorageTracker(TorchDispatchMode):
-    """Live/peak bytes of storages allocated under the mode, and K/V provenance labels.
+_counter = _counter_module()
+StorageBytes, _ptr = _counter.StorageBytes, _counter.storage_ptr
 
-    `sources` maps a weight's storage pointer to a label ("WK", "WV", ...);
-    `watch` maps a contraction's weight label to the label of its output
-    ("WK" -> "K"); `flag_numel` is the element count from which a K-only or
-    V-only storage counts as expanded.
+
+class StorageTracker(StorageBytes):
+    """The shared storage counter (live/peak bytes) plus K/V provenance labels and the copies they reveal.
+
+    `sources` maps a weight's storage pointer to a label ("WK", "WV", ...); a
+    contraction with a labelled weight makes "K" or "V"; `flag_numel` is the
+    element count from which a K-only or V-only storage counts as expanded.
+    An expanded storage is reported with the shape of the tensor the learner's
+    own call returned on it (`shapes`, a TorchFunctionMode above the dispatch):
+    repeat_interleave's (B, h, T, d) result, not the (B, h_kv, g, T, d) clone
+    that its decomposition allocates first.
     """
 
     def __init__(self, sources: dict[int, str] | None = None, flag_numel: int | None = None,
                  copies: list[tuple[str, torch.Tensor]] | None = None) -> None:
-        super().__init__()
+        super().__init__(known=(sources or {}).keys())
         self.sources = sources or {}
         self.flag_numel = flag_numel
         self.copies = copies or []  # (label, sorted values of K or V at n_heads heads): found by value too
-        self.live: dict[int, list] = {}  # ptr -> [nbytes, refs]
         self.labels: dict[int, frozenset] = {}
-        self.current = self.peak = self.total = 0
         self.expanded: dict[int, dict] = {}
+        self.shapes = _LearnerShapes(self)
 
-    def _release(self, ptr: int) -> None:
-        entry = self.live.get(ptr)
-        if entry is None:
-            return
-        entry[1] -= 1
-        if entry[1] <= 0:
-            self.current -= entry[0]
-            del self.live[ptr]
-            self.labels.pop(ptr, None)
+    def __enter__(self) -> StorageTracker:
+        super().__enter__()
+        self.shapes.__enter__()  # the function mode outside (above) the dispatch mode
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.shapes.__exit__(*exc)
+        super().__exit__(*exc)
+
+    def released(self, ptr: int) -> None:
+        self.labels.pop(ptr, None)
+        self.shapes.unclaimed(ptr)
 
     def _label(self, t: torch.Tensor) -> frozenset:
         p = _ptr(t)
@@ -101,39 +123,33 @@ class StorageTracker(TorchDispatchMode):
             return frozenset({self.sources[p]})
         return self.labels.get(p, frozenset())
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        out = func(*args, **kwargs)
-        inputs = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
-        outputs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+    def made(self, name: str, func, seen: frozenset) -> frozenset:
+        """The labels of an op's outputs, from its name and its inputs' labels (`seen`): K/V provenance here."""
+        if name in CONTRACTIONS:
+            return frozenset(lbl[1:] for lbl in seen if lbl in ("WK", "WV"))
+        if getattr(func, "is_view", False) or name in MOVEMENT or torch.Tag.pointwise in getattr(func, "tags", ()):
+            return seen
+        return frozenset()
+
+    def measure(self, p: int, o: torch.Tensor, name: str, seen: frozenset) -> None:
+        """Called for every output on a tracked storage, after its labels are set (a subclass measures here)."""
+        self._check_expanded(p, o)
+        self._check_copy(p, o)
+
+    def observe(self, func: Any, inputs: list[torch.Tensor], outputs: list[torch.Tensor]) -> None:
         in_ptrs = {_ptr(t) for t in inputs}
         name = func.overloadpacket.__name__
         seen: frozenset = frozenset().union(*(self._label(t) for t in inputs)) if inputs else frozenset()
-        if name in CONTRACTIONS:
-            made = frozenset(lbl[1:] for lbl in seen if lbl in ("WK", "WV"))
-        elif getattr(func, "is_view", False) or name in MOVEMENT or torch.Tag.pointwise in getattr(func, "tags", ()):
-            made = seen
-        else:
-            made = frozenset()
+        made = self.made(name, func, seen)
         for o in outputs:
             p = _ptr(o)
-            if not p:
-                continue
-            if p not in in_ptrs and p not in self.live and p not in self.sources:
-                nbytes = o.untyped_storage().nbytes()
-                self.live[p] = [nbytes, 0]
-                self.current += nbytes
-                self.total += nbytes
-                self.peak = max(self.peak, self.current)
+            state = self.count(o, in_ptrs)
+            if state == _counter.NEW:
                 self.labels[p] = made
-            elif p in self.live and made and name.endswith("_"):
+            elif state == _counter.LIVE and made and name.endswith("_"):
                 self.labels[p] = self.labels.get(p, frozenset()) | made  # in-place write of K/V data
-            if p in self.live:
-                self.live[p][1] += 1
-                weakref.finalize(o, self._release, p)
-                self._check_expanded(p, o)
-                self._check_copy(p, o)
-        return out
+            if state is not None:
+                self.measure(p, o, name, seen)
 
     def _check_copy(self, p: int, o: torch.Tensor) -> None:
         """A storage whose values are exactly K (or V) at n_heads heads, in any layout and made by any op.
@@ -154,6 +170,7 @@ class StorageTracker(TorchDispatchMode):
             got = flat.detach().float().sort().values
             if torch.allclose(got, ref, rtol=1e-4, atol=1e-5):
                 self.expanded[p] = {"what": what, "bytes": self.live[p][0], "shape": list(o.shape)}
+                self.shapes.found(p)
                 return
 
     def _check_expanded(self, p: int, o: torch.Tensor) -> None:
@@ -163,6 +180,109 @@ class StorageTracker(TorchDispatchMode):
         numel = self.live[p][0] // max(1, o.element_size())
         if numel >= self.flag_numel:
             self.expanded[p] = {"what": next(iter(labels)), "bytes": self.live[p][0], "shape": list(o.shape)}
+            self.shapes.found(p)
+
+
+class _LearnerShapes(TorchFunctionMode):
+    """Sees the learner's own torch calls (repeat_interleave, expand, reshape, @, ...), before they decompose
+    into the aten ops the dispatch mode sees. The first call that returns a tensor on a storage found
+    expanded gives that storage's reported shape, as the learner's code holds it. A storage that dies inside
+    the call that made it (matmul broadcasting a size-1 group axis clones K for itself) never reaches the
+    learner: it keeps the shape the op gave it and says which call made it (`inside`)."""
+
+    def __init__(self, tracker: StorageTracker) -> None:
+        super().__init__()
+        self.tracker = tracker
+        self.call = ""  # the learner's torch call running now
+        self.pending: dict[int, str] = {}  # expanded storage -> the call that made it, until a tensor on it returns
+
+    def found(self, ptr: int) -> None:
+        self.pending[ptr] = self.call
+
+    def unclaimed(self, ptr: int) -> None:
+        call = self.pending.pop(ptr, None)
+        if call:
+            self.tracker.expanded[ptr]["inside"] = call
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        self.call = getattr(func, "__name__", "").strip("_")
+        try:
+            out = func(*args, **(kwargs or {}))
+        finally:
+            self.call = ""
+        if self.pending:
+            for t in tree_flatten(out)[0]:
+                p = _ptr(t) if isinstance(t, torch.Tensor) else 0
+                if self.pending.pop(p, None) is not None:
+                    self.tracker.expanded[p]["shape"] = list(t.shape)
+        return out
+
+
+# Ops that write their input's data elsewhere (a tile copied into a bigger buffer): labels follow the data.
+SCATTERS = {"index_put", "index_put_", "slice_scatter", "select_scatter", "index_copy", "index_copy_",
+            "masked_scatter", "masked_scatter_", "scatter", "scatter_", "copy_", "_softmax", "_log_softmax",
+            "_safe_softmax", "softmax", "log_softmax", "constant_pad_nd", "pad", "reflection_pad1d", "replication_pad1d",
+            "detach", "alias", "lift_fresh", "lift_fresh_copy"}
+REDUCTIONS = {"sum", "mean", "amax", "amin", "max", "min", "logsumexp", "prod", "norm", "linalg_vector_norm"}
+
+
+class ScoreTracker(StorageTracker):
+    """flash_attention's tiling: every floating-point storage that holds attention scores, and each q.k product.
+
+    `sources` labels the q and k handed to the call "Q" and "K". Labels flow
+    through views, copies, pointwise ops and softmax; a contraction (or a sum
+    of elementwise products) of data carrying both Q and K makes scores "S";
+    anything computed from scores by a contraction (p @ v) or a reduction
+    (row max, row sum) is no longer scores. Per storage it keeps the largest
+    float score storage seen (elements per (batch, head) = ceil(numel / (B*H)),
+    its shape, dtype and the learner's line), and counts the q.k products and
+    the scores they computed. `line_of` is the child's learner_line_of_stack.
+    """
+
+    def __init__(self, sources: dict[int, str], batch_heads: int, line_of) -> None:
+        super().__init__(sources)
+        self.batch_heads = max(1, batch_heads)
+        self.line_of = line_of
+        self.score_storages = 0
+        self.products = 0
+        self.computed = 0  # scores computed by q.k products, per (batch, head)
+        self.largest: dict = {"per_bh": 0, "numel": 0, "line": 0, "dtype": "", "shape": []}
+        self._counted: set[int] = set()
+
+    def made(self, name: str, func, seen: frozenset) -> frozenset:
+        qk = {"Q", "K"} <= seen
+        if name in CONTRACTIONS:
+            return frozenset() if "S" in seen else (frozenset({"S"}) if qk else seen)
+        if name in REDUCTIONS or torch.Tag.reduction in getattr(func, "tags", ()):
+            return frozenset({"S"}) if qk and "S" not in seen else frozenset()
+        if getattr(func, "is_view", False) or name in MOVEMENT or name in SCATTERS or torch.Tag.pointwise in getattr(
+                func, "tags", ()):
+            return seen
+        return frozenset()
+
+    def released(self, ptr: int) -> None:
+        super().released(ptr)  # the storage is gone: a later one at this address is a new one
+        self._counted.discard(ptr)
+        if self.largest.get("ptr") == ptr:
+            self.largest["ptr"] = None
+
+    def measure(self, p: int, o: torch.Tensor, name: str, seen: frozenset) -> None:
+        if "S" not in self.labels.get(p, frozenset()) or not o.is_floating_point():
+            return
+        numel = self.live[p][0] // max(1, o.element_size())
+        per_bh = -(-numel // self.batch_heads)
+        if p not in self._counted:
+            self._counted.add(p)
+            self.score_storages += 1
+            if "S" not in seen:  # a fresh q.k product, not scores derived from scores
+                self.products += 1
+                self.computed += -(-o.numel() // self.batch_heads)
+        if per_bh > self.largest["per_bh"]:
+            line, _ = self.line_of()
+            self.largest = {"per_bh": per_bh, "numel": numel, "line": int(line or 0), "ptr": p,
+                            "dtype": str(o.dtype).replace("torch.", ""), "shape": [int(n) for n in o.shape]}
+        elif p == self.largest.get("ptr") and o.numel() == numel:  # a view of it, as the learner's code sees it
+            self.largest["shape"] = [int(n) for n in o.shape]  # (matmul's (B*H, T, T) comes back as (B, H, T, T))
 
 
 # ---------------------------------------------------------------- child side
@@ -269,8 +389,8 @@ class RowCounter(TorchDispatchMode):
 
 # TorchDispatchMode wraps __torch_dispatch__ in torch._disable_dynamo, whose first call imports
 # torch._dynamo (~1.7 s on torch 2.13 CPU); nothing here is compiled, so use the plain functions.
-for _mode in (StorageTracker, RowCounter):
-    _mode.__torch_dispatch__ = getattr(_mode.__torch_dispatch__, "__wrapped__", _mode.__torch_dispatch__)
+# (StorageTracker and ScoreTracker inherit the plain one from storage_bytes.py.)
+RowCounter.__torch_dispatch__ = getattr(RowCounter.__torch_dispatch__, "__wrapped__", RowCounter.__torch_dispatch__)
 
 
 def kv_work(config: dict, mod: Any, host: Any) -> dict:
@@ -397,7 +517,8 @@ def judge_gqa_memory(data: dict) -> tuple[list[str], list[str]]:
     if not expanded:
         lines.append(f"K/V stay at {c['n_kv_heads']} heads (not materialised at n_heads={c['n_heads']})")
         return lines, []
-    copies = ", ".join(f"{e['what']} {tuple(e['shape'])} {kb(e['bytes'])}" for e in expanded)
+    copies = ", ".join(f"{e['what']} {tuple(e['shape'])} {kb(e['bytes'])}"
+                       + (f" (made inside {e['inside']})" if e.get("inside") else "") for e in expanded)
     extra = sum(int(e["bytes"]) for e in expanded)
     lines.append(f"K/V materialised at n_heads={c['n_heads']} heads: {copies}")
     advice = (
@@ -546,5 +667,5 @@ def judge(name: str, data: Any) -> tuple[list[str], list[str], bool]:
     except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError, AttributeError) as exc:
         return [f"{name} audit: could not measure (unreadable measurements, {type(exc).__name__})"], [], False
     if not ok and name == "gqa_memory":
-        lines = [f"memory audit: could not measure (no allocation of the forward was seen)"]
+        lines = ["memory audit: could not measure (no allocation of the forward was seen)"]
     return lines, notes, ok

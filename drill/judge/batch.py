@@ -8,7 +8,7 @@
   imports torch once; one pool serves one thread at a time), so N files
   cost a couple of torch imports, not N, and the parent's reference
   computations overlap with the children's runs.
-- `summary_table` is the one table that closes a multi-file run.
+- `summary_table` is the one table that closes a multi-file run (fits the terminal: ids never break).
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def grade_all(
     `on_result(index, result)` is called as each one finishes (from a worker
     thread; keep it short). One ChildPool per worker thread, closed at the end.
     """
-    from drill.judge.runner import ChildPool
+    from drill.judge.pool import ChildPool
 
     workers = max(1, min(workers or default_workers(), len(items)))
     local = threading.local()
@@ -109,27 +109,40 @@ def grade_all(
 STYLE = {"pass": "green", "fail": "red", "error": "red"}
 
 
-def summary_table(results: list[Any], elapsed_s: float | None = None) -> Table:
-    """One row per graded file: exercise, file, verdict, tests, diagnosis, time."""
+def summary_table(results: list[Any], elapsed_s: float | None = None, width: int = 80) -> Table:
+    """One row per graded file: file (and its exercise), verdict, tests, diagnosis, time; at most `width` wide.
+
+    Identifiers (diagnosis ids, `<exercise>.py`) are never broken mid-word: a learner reads and types them
+    (`drill hint ...`, the README's table of ids). A file named after its exercise says which one it is; any
+    other name carries its exercise in brackets, and only such a long name folds when a row is too wide.
+    """
     passed = sum(r.status == "pass" for r in results)
     title = f"{passed}/{len(results)} passed" + (f" in {elapsed_s:.1f} s" if elapsed_s is not None else "")
+    rows = [(_file_cell(r), r.status.upper(), f"{r.passed}/{r.total}" if r.total else "-",  # "-": none drawn
+             _note(r), f"{r.elapsed_s:.1f} s") for r in results]
+    headers = ("file", "result", "tests", "diagnosis / advisories", "time")
+    widths = [max([len(h) if i != 3 else len("advisories"), *(len(row[i]) for row in rows)])
+              for i, h in enumerate(headers)]
+    # Rich's box: one space of padding each side of a cell and a rule between cells and at both ends.
+    file_width = max(16, width - sum(widths[1:]) - 3 * len(headers) - 1)
     table = Table(title=title, show_header=True, header_style="bold", title_justify="left")
-    table.add_column("exercise")
-    table.add_column("file", overflow="fold")
-    table.add_column("result")
-    table.add_column("tests", justify="right")
-    table.add_column("diagnosis / advisories", overflow="fold")
-    table.add_column("time", justify="right")
-    for r in results:
-        note = r.diagnosis.id if r.diagnosis is not None else ""
-        if not note and r.advisories:
-            note = f"{len(r.advisories)} advisor{'y' if len(r.advisories) == 1 else 'ies'}"
-        table.add_row(
-            r.exercise,
-            Path(r.file).name,
-            Text(r.status.upper(), style=STYLE.get(r.status, "")),
-            f"{r.passed}/{r.total}",
-            note,
-            f"{r.elapsed_s:.1f} s",
-        )
+    table.add_column("file", overflow="fold", max_width=file_width)
+    table.add_column("result", no_wrap=True)
+    table.add_column("tests", justify="right", no_wrap=True)
+    table.add_column("diagnosis / advisories", min_width=widths[3])
+    table.add_column("time", justify="right", no_wrap=True)
+    for r, (name, status, tests, note, took) in zip(results, rows):
+        table.add_row(name, Text(status, style=STYLE.get(r.status, "")), tests, Text(note, no_wrap=True), took)
     return table
+
+
+def _file_cell(result: Any) -> str:
+    name = Path(result.file).name
+    return name if name == f"{result.exercise}.py" else f"{name} ({result.exercise})"
+
+
+def _note(result: Any) -> str:
+    if result.diagnosis is not None:
+        return result.diagnosis.id
+    n = len(result.advisories)
+    return f"{n} advisor{'y' if n == 1 else 'ies'}" if n else ""

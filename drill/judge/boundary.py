@@ -102,7 +102,7 @@ SCHEMA: dict[str, dict[str, tuple]] = {
     "loaded": {},
     "done": {},
     "start": {"case": _INT},
-    "end": {"case": _INT, "elapsed": _NUM, **_FAILURE},
+    "end": {"case": _INT, "elapsed": _NUM, "cpu": _NUM, **_FAILURE},
     "load_error": dict(_FAILURE),
     "grad_error": {"case": _INT, "message": _STR},
     "attrs": {"values": (dict,)},

@@ -34,6 +34,7 @@ class TestResult:
     detail: str = ""  # --verbose: inputs' shapes/dtypes, worst element
     short: str = ""  # one-line message for the compact report ("" -> message)
     in_model: str = ""  # the in-model case's short label ("logits", "16 greedy tokens"); "" for a unit test
+    nonfinite: int = 0  # NaN/inf output elements where finite were expected: max_abs/max_rel leave them out
 
 
 @dataclass
@@ -120,7 +121,7 @@ def check_file(
 ) -> Result:
     """Grade `path` as `exercise` (default: from the file name). Raises UserError on bad usage.
 
-    `pool` (a `runner.ChildPool`) runs the learner's code in a process forked
+    `pool` (a `pool.ChildPool`) runs the learner's code in a process forked
     from a warm server instead of a fresh interpreter: same isolation, much
     cheaper when grading many files in a row. `in_model` adds the in-model
     cases (drill/judge/inmodel.py) after the unit tests; `audit=False` skips
@@ -150,16 +151,15 @@ def check_file(
     source = read_source(path)  # BOM and PEP 263 coding lines as Python reads them; UserError at file:line
     result = Result(exercise=name, file=str(path), status=STATUS_ERROR, seed=seed)
 
-    syntax = _syntax_error(source, path)
-    refused = policy and syntax is None and _policy_refusal(source, path, entry.imports)
-    if syntax is not None or refused:
+    refusal = _refusal(source, path, name, policy)
+    if refusal is not None:  # nothing to run: answered at once, no child spawned, no test drawn
         from drill.judge.diagnose import GENERIC
 
-        kind, detail = ("syntax_error", syntax) if syntax is not None else ("policy_violation", refused)
-        result.status = STATUS_ERROR if syntax is not None else STATUS_FAIL
+        kind, detail = refusal
+        result.status = STATUS_FAIL if kind == "policy_violation" else STATUS_ERROR
         result.diagnosis, result.diagnosis_detail = GENERIC[kind], detail
-        result.layers = {"policy": "refused the file" if refused else "on", "kernels": "not run", "sandbox": "not run",
-                         "parent": ""}
+        result.layers = {"policy": "refused the file" if kind == "policy_violation" else ("on" if policy else "off"),
+                         "kernels": "not run", "sandbox": "not run", "parent": ""}
         result.elapsed_s = time.monotonic() - t0
         return result
 
@@ -173,13 +173,18 @@ def check_file(
         dev = devices.resolve(wanted, entry)
         child.use_device(dev)  # on CUDA the sandbox also shows the GPU's device nodes and /sys (read-only)
         spec = registry.load_spec(name)
+        from drill.judge import spec as spec_module
         from drill.judge.specs._common import one_thread, reference_device
         from drill.reference.backend import kernel_log
 
         # the parent's tensors are tiny: a busy OpenMP pool only adds waits (see one_thread)
         with one_thread(), reference_device(dev), kernel_log() as kernels:
             cases = spec.make_cases(seed)
-            fallback = sum(_expect(spec, case, dev) for case in cases)
+            fallback = 0
+            for case in cases:
+                t_ref = spec_module.reference_clock()
+                fallback += _expect(spec, case, dev)
+                case.reference_s = spec_module.reference_clock() - t_ref
         result.reference_backend = devices.kernel_summary(kernels, fallback)
         result.device = dev
         with one_thread():
@@ -244,6 +249,36 @@ def _release_device() -> None:
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():
         torch.cuda.empty_cache()
+
+
+def _refusal(source: str, path: Path, name: str, policy: bool) -> tuple[str, str] | None:
+    """(diagnosis id, detail) for a file refused before anything runs: a syntax error, no code, layer 1."""
+    syntax = _syntax_error(source, path)
+    if syntax is not None:
+        return "syntax_error", syntax
+    empty = _no_code(source)
+    if empty:
+        graded = ", ".join(registry.entry(name).graded)
+        return "empty_file", f"{empty}; {name} grades {graded} (`drill start {name}` copies the starter file)"
+    refused = policy and _policy_refusal(source, path, registry.entry(name).imports)
+    return ("policy_violation", refused) if refused else None
+
+
+def _no_code(source: str) -> str:
+    """Why a file that parses has nothing to grade ("the file is empty", ...), or "" when it has code.
+
+    Checked before a child is spawned: an empty file used to cost a full run
+    (seconds under load) to be told that every graded name is missing.
+    """
+    import ast
+
+    if not source.strip():
+        return "the file is empty"
+    body = ast.parse(source).body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        body = body[1:]  # a module docstring alone is no code
+    return "" if body else "the file holds no code (only comments or a docstring)"
 
 
 def _policy_refusal(source: str, path: Path, extra: tuple[str, ...] = ()) -> str:
@@ -311,6 +346,8 @@ def _job(spec: Any, cases: list, path: Path) -> tuple[dict[str, Any], dict[str, 
         }
         if case.extra:
             entry["extra"] = case.extra
+        if case.module_attrs:  # module-level names the grader sets for this case (flash_attention's blocks)
+            entry["module_attrs"] = dict(case.module_attrs)
         if case.repeat:  # a first call's inputs (spec.Case.repeat), run just before the graded call
             entry["repeat"] = [ref(f"{i}.repeat.{n}", v) for n, v in case.repeat.items()]
         if case.kind == "module" or case.params:
@@ -478,11 +515,13 @@ def _evaluate(spec: Any, cases: list, child: Any, events: list) -> list:
         if case.derive is not None:  # a property check compares a quantity derived from the output
             got = case.derive(got)
         ev.got = got
-        if is_token_case(case):  # token ids: the first diverging step, never an error size
+        if case.judge is not None:  # a measurement the case judges itself (flash_attention's tiling)
+            ev.forward = case.judge(got)
+        elif is_token_case(case):  # token ids: the first diverging step, never an error size
             ev.forward = compare_tokens(got, case.expected, int(case.args["ids"].shape[1]))
         else:
             ev.forward = compare(got, case.expected, tol_of(case), care=case.care, dtype=case.out_dtype,
-                                 what=case.ctx.get("what", "output"))
+                                 zeros=case.zeros, what=case.ctx.get("what", "output"))
         again = saved.get("again")  # a determinism probe's second output (specs/_common.twice_probes)
         if isinstance(again, torch.Tensor) and case.derive is None:
             ev.again = again
@@ -515,8 +554,12 @@ def _verdict(result: Result, spec: Any, evals: list, run_failure: tuple[str, str
     ends = [e for e in events if e.get("event") == "end"]
     result.tests = [_test_result(ev) for ev in evals]
     if run_failure is not None:
+        from drill.judge.diagnose import IMPORT_EXCEPTION
+
         result.status = STATUS_ERROR if (load_error is not None or not ends) else STATUS_FAIL
-        result.diagnosis, result.diagnosis_detail = GENERIC[run_failure[0]], run_failure[1]
+        at_import = run_failure[0] == "exception" and load_error is not None
+        result.diagnosis = IMPORT_EXCEPTION if at_import else GENERIC[run_failure[0]]
+        result.diagnosis_detail = run_failure[1]
         for t in result.tests:
             if t.status == "not_run":
                 t.message = t.message or "not run"
@@ -619,14 +662,15 @@ def _test_result_of(ev: Any) -> Any:
         return TestResult(case.name, "error", msg, detail=detail)
     fw = ev.forward
     if not fw.ok:
-        if fw.worst_index is not None:
+        if fw.worst_index is not None and fw.reason != "values":  # a "values" message names the worst already
             detail += f"; worst element {list(fw.worst_index)}: got {_num(fw.worst_got)}, expected {_num(fw.worst_expected)}"
-        return TestResult(case.name, "fail", fw.message, fw.max_abs, fw.max_rel, detail, fw.brief)
+        return TestResult(case.name, "fail", fw.message, fw.max_abs, fw.max_rel, detail, fw.brief,
+                          nonfinite=fw.nonfinite)
     if ev.grad_error is not None:
         return TestResult(case.name, "fail", f"gradients: {ev.grad_error}", fw.max_abs, fw.max_rel, detail)
     bad = [c for c in ev.grads.values() if not c.ok]
     if bad:
-        if bad[0].worst_index is not None:
+        if bad[0].worst_index is not None and bad[0].reason != "values":
             detail += f"; worst gradient element {list(bad[0].worst_index)}: got {_num(bad[0].worst_got)}, expected {_num(bad[0].worst_expected)}"
         return TestResult(case.name, "fail", bad[0].message, fw.max_abs, fw.max_rel, detail, bad[0].brief)
     return TestResult(case.name, "pass", "", fw.max_abs, fw.max_rel, detail)
@@ -637,13 +681,43 @@ def _num(x: float) -> str:
     return f"{int(x)}" if math.isfinite(x) and x.is_integer() and abs(x) < 1e15 else f"{x:.6g}"
 
 
+# A test is slow when its CPU time is SLOW_RATIO times the reference's on the same inputs in this run (and at
+# least SLOW_FLOOR_S). CPU time, not the wall clock: a loaded machine makes every test wait for a core without
+# using more CPU (a fixed 2 s of wall clock fired on loop-free code under load). Python loops over elements
+# cost 1000x and more on these sizes; loop-free code stays within ~10x (the child's first tests pay torch's
+# warm-up). A reference under 1 ms counts as 1 ms: below that the ratio is timer noise.
+SLOW_RATIO = 50.0
+SLOW_FLOOR_S = 1.0
+
+
+def slow_test(evals: list) -> str | None:
+    """The "slow" advisory for the test furthest past SLOW_RATIO x its reference's CPU time, or None."""
+    worst, worst_ratio = None, SLOW_RATIO
+    for ev in evals:
+        used, ref = ev.record.get("cpu"), ev.case.reference_s
+        if not isinstance(used, (int, float)) or ref is None or used < SLOW_FLOOR_S:
+            continue
+        ratio = used / max(ref, 1e-3)
+        if ratio > worst_ratio:
+            worst, worst_ratio = ev, ratio
+    if worst is None:
+        return None
+    used, ref = worst.record["cpu"], worst.case.reference_s
+    return (f"slow: test '{worst.case.name}' used {_seconds(used)} of CPU, {worst_ratio:.0f}x the reference's "
+            f"{_seconds(ref)} on the same inputs (Python loops over elements?)")
+
+
+def _seconds(s: float) -> str:
+    return f"{s * 1000:.0f} ms" if s < 1 else f"{s:.1f} s"
+
+
 def _advisories(spec: Any, cases: list, evals: list, outcome: Any) -> list[str]:
     notes: list[str] = []
     if outcome.output_tail.strip():
         notes.append("the file printed output while being graded (graded code should be silent)")
-    slow = [ev for ev in evals if isinstance(ev.record.get("elapsed"), (int, float)) and ev.record["elapsed"] > 2.0]
-    if slow:
-        notes.append(f"slow: test '{slow[0].case.name}' took {slow[0].record['elapsed']:.1f} s on tiny inputs (Python loops?)")
+    slow = slow_test(evals)
+    if slow is not None:
+        notes.append(slow)
     if spec.advise is not None:
         notes.extend(spec.advise(cases, [ev.got for ev in evals]))
     return notes

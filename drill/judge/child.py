@@ -7,7 +7,7 @@ run's own directory (`python -I -S -B <run>/driver/child.py --path=SITE ...`):
 meta-path hook refuses `import drill` on top), so neither the reference
 answers nor the grader itself exist in the process that runs untrusted code.
 It imports only the standard library, torch and its sibling files
-(chain.py, audit.py, sandbox_child.py), which it loads by path.
+(chain.py, audit.py, tiling.py, sandbox_child.py), which it loads by path.
 
 Protocol (all files live in the folder named by the job's "work"; the
 learner's code runs with a different cwd and is not told it):
@@ -30,7 +30,9 @@ Defences in this process (see drill/judge/README.md, "Known limits"):
   kernel for every dispatch key they have (CPU, CUDA, composite, nested;
   `block_kernels`), which holds for every thread and for TorchScript, and
   the registration is pinned with no Python reference (`_pin`); the
-  pure-Python forbidden functions are replaced module-wide, forbidden
+  pure-Python forbidden functions are replaced module-wide (and objects
+  named by dotted path, autograd's entry points and its engine, by
+  tripwires: `block_paths`), forbidden
   higher-order ops trip on every call; forbidden classes trap at
   construction; an audit hook (irremovable, process-wide) refuses process
   creation, signals, ctypes, sockets, object-graph and frame introspection
@@ -56,7 +58,6 @@ import sys
 import threading
 import time
 import traceback
-
 
 
 def matcher(patterns: list[str]):
@@ -108,7 +109,7 @@ def _set_nproc(n: int) -> None:
 
 
 def _sibling(name: str, directory: str | None = None):
-    """A sibling file of this driver (chain.py, audit.py, sandbox_child.py), loaded once by path."""
+    """A sibling file of this driver (chain.py, audit.py, tiling.py, sandbox_child.py), loaded once by path."""
     key = f"_drill_judge_{name}"
     if key not in sys.modules:
         path = os.path.join(directory or DRIVER_DIR, f"{name}.py")
@@ -280,7 +281,7 @@ class BlockDrill(importlib.abc.MetaPathFinder):
 
 # Case kinds and the audits implemented in sibling files (issue 4). They import only torch at
 # module level and are loaded by path from the driver folder.
-EXTENSIONS = {"chain": "chain", "audit": "audit"}
+EXTENSIONS = {"chain": "chain", "audit": "audit", "tiling": "tiling"}
 # The device the learner's code runs on ("cpu" or "cuda", set by `serve` from the job before the file is
 # imported): inputs are moved there, modules are moved there after construction, outputs must come from it.
 DEVICE = "cpu"
@@ -453,7 +454,7 @@ def block_higher_order_ops(patterns: list[str]) -> list[str]:
 
     base = getattr(ops, "HigherOrderOperator", None)
     blocked = []
-    forbidden = matcher(patterns)  # (the merge of issue 13 left this on an undefined `_FNMATCH`)
+    forbidden = matcher(patterns)
     for name, hop in sorted(getattr(ops, "_higher_order_ops", {}).items()):
         cls = type(hop)
         if base is not None and cls is not base and forbidden(name):
@@ -468,6 +469,82 @@ def _tripping_function(name: str):
 
     blocked.__name__ = name
     return blocked
+
+
+# How a trip through a blocked path reads when the path itself says little.
+_PATH_NAMES = {"torch.autograd.variable.Variable._execution_engine": "autograd's backward engine (backward/grad)"}
+
+
+def block_paths(patterns: list[str]) -> list[str]:
+    """Forbidden Python objects named by dotted path, replaced process-wide by tripwires; returns what was blocked.
+
+    A pattern with a dot names an attribute of a module or class:
+    "torch.autograd.grad", "torch.Tensor.backward", a wildcard over a
+    module's public functions ("torch.autograd.functional.*"), or an object
+    that is no function ("torch.autograd.variable.Variable._execution_engine",
+    the engine every reverse-mode path runs through: functorch's grad/vjp and
+    torch.autograd.functional reach it even by references taken before the
+    block). Holds on every thread; names that do not exist in this torch are
+    skipped. Undotted patterns are left to `block_kernels`/`block_functions`.
+    """
+    import types
+
+    blocked = []
+    for pattern in patterns:
+        if "." not in pattern:
+            continue
+        owner_path, _, attr = pattern.rpartition(".")
+        owner = _resolve_path(owner_path)
+        if owner is None:
+            continue
+        if any(c in attr for c in "*?["):
+            wanted = matcher([attr])
+            names = [n for n, v in list(vars(owner).items())
+                     if not n.startswith("_") and wanted(n) and isinstance(v, types.FunctionType)]
+        else:
+            names = [attr] if hasattr(owner, attr) else []
+        for name in names:
+            path = f"{owner_path}.{name}"
+            setattr(owner, name, _tripwire(_PATH_NAMES.get(path, path), getattr(owner, name)))
+            blocked.append(path)
+    return blocked
+
+
+def _resolve_path(dotted: str):
+    """The module or class a dotted path names (the longest importable prefix, then attributes), or None."""
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for part in parts[i:]:
+            obj = getattr(obj, part, None)
+            if obj is None:
+                return None
+        return obj
+    return None
+
+
+class _Tripwire:
+    """Stands in for a forbidden object that is not a function: any use of it trips."""
+
+    def __init__(self, name: str) -> None:
+        object.__setattr__(self, "_name", name)
+
+    def __getattr__(self, attr):
+        trip(object.__getattribute__(self, "_name"))
+
+    def __call__(self, *args, **kwargs):
+        trip(object.__getattribute__(self, "_name"))
+
+
+def _tripwire(name: str, original):
+    import types
+
+    functions = (types.FunctionType, types.BuiltinFunctionType, types.MethodDescriptorType, types.MethodType,
+                 types.WrapperDescriptorType)
+    return _tripping_function(name) if isinstance(original, functions) else _Tripwire(name)
 
 
 class _Trust(threading.local):
@@ -639,11 +716,10 @@ def _guard_native(refuse, writable_path, may_run=None) -> None:
     that digs out an original (`__wrapped__`, a base class) is what the OS
     sandbox is for (README, "Known limits").
     """
-    import signal
-    import subprocess
-
     import _posixsubprocess
     import posix
+    import signal
+    import subprocess
 
     def refusing(what: str):
         def blocked(*args, **kwargs):
@@ -832,7 +908,26 @@ def run_inmodel(mod, case: dict, tensors: dict) -> dict:
     return {"out": plain(out)}
 
 
+_ABSENT = object()
+
+
 def run_case(mod, case: dict, tensors: dict) -> dict:
+    """Run one case with the module-level names it sets (`module_attrs`), restored afterwards, whatever happens."""
+    attrs = case.get("module_attrs") or {}
+    before = {name: mod.__dict__.get(name, _ABSENT) for name in attrs}
+    for name, value in attrs.items():
+        setattr(mod, name, value)
+    try:
+        return _run_case(mod, case, tensors)
+    finally:
+        for name, value in before.items():
+            if value is _ABSENT:
+                mod.__dict__.pop(name, None)
+            else:
+                setattr(mod, name, value)
+
+
+def _run_case(mod, case: dict, tensors: dict) -> dict:
     """Run one case; return the tensors to save. Raises on any learner failure."""
     if case["kind"] == "inmodel":
         return run_inmodel(mod, case, tensors)
@@ -1061,6 +1156,7 @@ def serve(job: dict) -> None:
     blocked = block_kernels(patterns)
     block_functions(patterns)
     block_higher_order_ops(patterns)
+    block_paths(patterns)  # Python objects, not aten ops: not counted in kernels_blocked
     boxed = SANDBOX.get("sandbox") == "namespaces"  # /tmp and /dev/shm are private tmpfs only inside the sandbox
     writable = [where["scratch"], WORK] + (["/tmp", "/dev/shm"] if boxed else [])
     install_audit_hook(writable, job.get("hidden", []), tools)
@@ -1108,16 +1204,16 @@ def serve(job: dict) -> None:
     for case in job["cases"]:
         i = case["index"]
         record({"event": "start", "case": i})
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         result, failure = guarded(lambda: run_case(mod, case, tensors))
-        elapsed = time.perf_counter() - t0
+        elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0  # CPU: what load does not inflate
         if failure is None:
             try:
                 with trusted():
                     torch.save(result, os.path.join(WORK, f"out_{i}.pt"))
             except BaseException as exc:  # noqa: BLE001
                 failure = {"status": "exception", "type": type(exc).__name__, "message": f"could not save the output: {exc}"[:300]}
-        record({"event": "end", "case": i, "elapsed": elapsed, **(failure or {"status": "ok"})})
+        record({"event": "end", "case": i, "elapsed": elapsed, "cpu": cpu, **(failure or {"status": "ok"})})
     if job.get("audit"):
         t0 = time.perf_counter()
         data, failure = guarded(lambda: extension("audit").run(job["audit"], mod, HOST))
@@ -1225,7 +1321,7 @@ def zygote() -> None:
     """
     torch.set_num_threads(1)
     warm_up()
-    for name in ("sandbox_child", "chain", "audit", "gpu"):  # loaded once here, inherited by every fork
+    for name in ("sandbox_child", "chain", "audit", "tiling", "gpu"):  # loaded once here, inherited by every fork
         _sibling(name)
     out = sys.stdout
     for line in sys.stdin:

@@ -85,7 +85,7 @@ def grade(jobs: list[Job], *, workers: int | None = None, use_server: bool | Non
           say: Callable[[str], None] = note) -> list[Result]:
     """Grade every job; the first UserError (in job order) is raised after all were graded, as check_file would.
 
-    `pool` (a runner.ChildPool) is used for the in-process path of a single
+    `pool` (a pool.ChildPool) is used for the in-process path of a single
     job (watch mode keeps one warm); several jobs in-process go through
     `batch.grade_all` with `workers` threads, as `drill check DIR` always did.
     """

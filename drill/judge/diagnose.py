@@ -29,6 +29,10 @@ GENERIC: dict[str, Diagnosis] = {
                   "Replace the `raise NotImplementedError` lines with your implementation."),
         Diagnosis("syntax_error", "Syntax error", "Python could not parse the file, so nothing could run.",
                   "Fix the line shown (run `python FILE` to see the same error)."),
+        Diagnosis("empty_file", "The file is empty", "There is no code in it (nothing but blank lines, comments or a "
+                  "docstring), so no hidden test could run.",
+                  "Write your solution in this file, or copy the exercise's starter file (`drill start EXERCISE DIR`; "
+                  "--force replaces a file)."),
         Diagnosis("missing_name", "Graded name missing", "The file does not define a name (or attribute) the contract requires.",
                   "Define it with exactly the name and attributes given in the starter file."),
         Diagnosis("forbidden_op", "Forbidden library op", "The exercise asks for a from-scratch version, and this call is the library's ready-made answer.",
@@ -97,6 +101,17 @@ GENERIC: dict[str, Diagnosis] = {
 }
 
 HALF_DTYPES = ("float16", "bfloat16")
+
+# `exception` worded for an exception raised while the file is imported (its top-level code): no hidden
+# test ran at all, so "on at least one hidden test" would send the learner looking for a failing test.
+IMPORT_EXCEPTION = Diagnosis(
+    "exception",
+    "Your file raised an exception when imported",
+    "The file's top-level code (run when the grader imports it, before any hidden test) raised, so none of "
+    "the hidden tests could run.",
+    "Run `python FILE` to see the same error and fix the line shown; keep experiments and test calls under "
+    "`if __name__ == \"__main__\":`, which the grader does not run.",
+)
 
 # `wrong_dtype` worded for the case where every dtype failure is a returned cache (a case whose
 # ctx["what"] names a cache, e.g. kv_cache's k/v): the output itself is right, so "cast the
@@ -193,8 +208,13 @@ def diagnose_cases(spec: Spec, evals: list[CaseEval], tolerance_of: Any) -> Verd
     state = state_failure(evals) if absent is None else None
     if state is not None:
         return state
-    tensor_evals = [ev for ev in evals if ev.status == "ok" and ev.forward is not None and ev.forward.reason != "shape"]
+    # Shape failures enter the matching too, but count only for a variant that predicts a shape (see _score_bug);
+    # a case that judges a measurement itself (Case.judge) never does.
+    tensor_evals = [ev for ev in evals if ev.status == "ok" and ev.forward is not None and ev.case.judge is None]
     bug = match_bug(spec, tensor_evals, tolerance_of)
+    judged = judged_failure(evals)
+    if bug is not None and judged is not None:  # values first: the measurement of wrong code matters less; listed
+        bug.detail += f"; also failing: {judged.diagnosis.id} ({judged.detail})"
     if bug is not None and absent is not None:  # two mistakes: name the one explaining more failing tests
         first, second = (bug, absent) if bug.explained >= absent.explained else (absent, bug)
         n = second.explained
@@ -204,6 +224,8 @@ def diagnose_cases(spec: Spec, evals: list[CaseEval], tolerance_of: Any) -> Verd
         return first
     if bug is not None or absent is not None:
         return bug or absent
+    if judged is not None:
+        return judged
     probe = probe_failure(evals)
     if probe is not None:
         return probe
@@ -329,6 +351,34 @@ def absent_arg_failure(spec: Spec, evals: list[CaseEval]) -> Verdict | None:
                 explained=n,
             )
     return None
+
+
+def judged_failure(evals: list[CaseEval]) -> Verdict | None:
+    """The mistake a case's own judge named (spec.Case.judge: a measurement, e.g. flash_attention's tiling).
+
+    Named after the bug variants (right values come first) and before the
+    generic shape/dtype/unknown verdicts, which a measurement never is. The
+    first failing judged case in order names it; other judged ids and failing
+    tests of other kinds are listed, and with the latter the name is partial.
+    """
+    failing = [ev for ev in evals if not ev.passed]
+    judged = [ev for ev in failing if ev.case.judge is not None and ev.forward is not None and not ev.forward.ok
+              and ev.forward.diagnosis is not None]
+    if not judged:
+        return None
+    first = judged[0]
+    detail = f"{first.forward.message} in test '{first.case.name}'"
+    others = []
+    for ev in judged[1:]:
+        if ev.forward.diagnosis.id != first.forward.diagnosis.id and ev.forward.diagnosis.id not in others:
+            others.append(ev.forward.diagnosis.id)
+    if others:
+        detail += f"; other measurements fail too: {', '.join(others)}"
+    rest = [ev for ev in failing if ev.case.judge is None]
+    if rest:
+        detail += (f"; {len(rest)} other failing test{'s' if len(rest) != 1 else ''} (values) match no known mistake: "
+                   "there is probably more than one mistake")
+    return Verdict(first.forward.diagnosis, detail, partial=bool(rest), explained=len(judged))
 
 
 def probe_failure(evals: list[CaseEval]) -> Verdict | None:
@@ -474,8 +524,15 @@ def _advance(bug: Bug, order: list[CaseEval], score: _Score, tolerance_of: Any, 
 
     The counts are sums over cases, so evaluating in any order, and resuming
     later where it stopped, gives exactly the numbers of one full pass.
+    A case whose output has the wrong shape counts only for a variant that itself changes the shape (e.g.
+    a sum over too few axes); for any other variant it is left out, as it says nothing about the values.
+    Only verdicts are needed here, so the comparisons are `quick` (no messages).
     """
-    from drill.judge.compare import compare
+    from functools import partial
+
+    from drill.judge.compare import compare as full
+
+    compare = partial(full, quick=True)
 
     while score.next < len(order):
         ev = order[score.next]
@@ -492,19 +549,24 @@ def _advance(bug: Bug, order: list[CaseEval], score: _Score, tolerance_of: Any, 
             variant, unknown = produced
         else:
             variant, unknown = produced, None
+        if ev.forward.reason == "shape" and (variant is None or tuple(variant.shape) == tuple(case.expected.shape)):
+            continue
+        # `zeros` only against the reference: a variant's own zeros may be underflow, and the learner's
+        # output is compared with it by tolerance (a removed token's 1e-44 matches a variant's 1e-44).
         if unknown is None:
             if id(ev) not in learner_ok:
-                learner_ok[id(ev)] = compare(ev.got, case.expected, tol, care=case.care).ok
+                learner_ok[id(ev)] = compare(ev.got, case.expected, tol, care=case.care, zeros=case.zeros).ok
             got_ok = learner_ok[id(ev)]
         else:
-            got_ok = compare(ev.got, case.expected, tol, care=case.care, ignore=unknown).ok
+            got_ok = compare(ev.got, case.expected, tol, care=case.care, ignore=unknown, zeros=case.zeros).ok
         if got_ok:  # consistent here only if the variant passes too
-            if variant is None or compare(variant, case.expected, tol, care=case.care, ignore=unknown).ok:
+            if variant is None or compare(variant, case.expected, tol, care=case.care, ignore=unknown,
+                                          zeros=case.zeros).ok:
                 continue
         # A failing case is explained only if the variant reproduces it (and then also fails, which is
         # checked second: most variants are already out after the first comparison).
         elif (variant is not None and compare(ev.got, variant, tol, care=case.care, ignore=unknown).ok
-              and not compare(variant, case.expected, tol, care=case.care, ignore=unknown).ok):
+              and not compare(variant, case.expected, tol, care=case.care, ignore=unknown, zeros=case.zeros).ok):
             score.explained += 1
             score.matched += _finite_evidence(variant, case, tol, unknown)
             continue
@@ -525,4 +587,4 @@ def _finite_evidence(variant: Any, case: Case, tol: Any, unknown: Any) -> bool:
 
     nonfinite = ~torch.isfinite(variant.detach().to(torch.float64))
     ignore = nonfinite if unknown is None else (nonfinite | unknown)
-    return not compare(variant, case.expected, tol, care=case.care, ignore=ignore).ok
+    return not compare(variant, case.expected, tol, care=case.care, ignore=ignore, zeros=case.zeros).ok

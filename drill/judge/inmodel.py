@@ -130,10 +130,10 @@ def _margin(step_logits: torch.Tensor) -> float:
 
 def cases_for(exercise: str, seed: int) -> list:
     """The two in-model cases (logits, greedy tokens), with the parent's expected answers filled in."""
+    from drill.judge import spec
     from drill.judge.decoder import source_for
-    from drill.judge.spec import Case
-
     from drill.judge.registry import in_model_names
+    from drill.judge.spec import Case
 
     if exercise not in in_model_names():
         from drill.errors import UserError
@@ -153,12 +153,16 @@ def cases_for(exercise: str, seed: int) -> list:
         m.load_state_dict(state)
     cached = exercise not in UNCACHED
     answers = {}
+    took = {}  # per convention, CPU seconds of the last attempt's logits and tokens: the "slow" advisory's yardstick
     for _attempt in range(20):
         ids = torch.randint(0, CONFIG["vocab_size"], (2, 7), generator=gen)
         answers = {}
         for conv, m in models.items():
+            t0 = spec.reference_clock()
             logits = m(ids).detach()
+            t1 = spec.reference_clock()
             tokens, steps = greedy(m, ids, NEW_TOKENS, cached=cached)
+            took[conv] = {"logits": t1 - t0, "tokens": spec.reference_clock() - t1}
             answers[conv] = (logits, tokens, _margin(steps))
         if min(a[2] for a in answers.values()) >= MARGIN:
             break
@@ -179,5 +183,6 @@ def cases_for(exercise: str, seed: int) -> list:
             ctx={"dtype": "float32" if returns == "logits" else "int64", "in_model": True, "alt": alt},
         )
         case.expected, case.expected_grads = alt["half"]
+        case.reference_s = took["half"][returns]
         cases.append(case)
     return cases

@@ -38,7 +38,6 @@ forbidden kernels below Python and the OS sandbox contains what slips past
 from __future__ import annotations
 
 import ast
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 

@@ -36,7 +36,8 @@ def render(result: Any, console: Console, *, verbose: bool = False) -> None:
     parts: list[Any] = []
     head = Text()
     head.append(VERDICT.get(result.status, result.status.upper()), style=STYLE.get(result.status, "bold"))
-    head.append(f"  {result.passed}/{result.total} tests passed", style="bold")
+    # No test drawn (a syntax error, an empty file, a refused file): no count, which would read "0/0".
+    head.append(f"  {result.passed}/{result.total} tests passed" if result.total else "  nothing was run", style="bold")
     parts.append(head)
 
     d = result.diagnosis
@@ -64,11 +65,7 @@ def render(result: Any, console: Console, *, verbose: bool = False) -> None:
     if verbose and layers:
         parts.append(Text("defences: " + "; ".join(f"{k} {v}" for k, v in layers.items() if v), style="dim"))
 
-    foot = Text(style="dim")
-    if result.max_abs is not None:
-        foot.append(f"max abs err {_fmt(result.max_abs)}, max rel err {_fmt(result.max_rel)} (|diff| / max|expected|)\n")
-    foot.append(f"seed {result.seed} (replay with --seed {result.seed})   {result.elapsed_s:.1f} s")
-    parts.append(foot)
+    parts.append(_foot(result))
     console.print(
         Panel(
             Group(*parts),
@@ -77,6 +74,22 @@ def render(result: Any, console: Console, *, verbose: bool = False) -> None:
             border_style=STYLE.get(result.status, "white").replace("bold ", ""),
         )
     )
+
+
+def _foot(result: Any) -> Text:
+    """The error sizes, then the seed to replay and the time; a seed only when tests were drawn from it."""
+    foot = Text(style="dim")
+    if result.max_abs is not None:
+        foot.append(f"max abs err {_fmt(result.max_abs)}, max rel err {_fmt(result.max_rel)} (|diff| / max|expected|)")
+        nonfinite = sum(getattr(t, "nonfinite", 0) for t in result.tests)
+        if nonfinite:  # the sizes above are over finite elements only: say what they leave out
+            foot.append(f", not counting {nonfinite} NaN/inf element{'s' if nonfinite != 1 else ''} where finite "
+                        "values were expected", style="yellow")
+        foot.append("\n")
+    if result.total:
+        foot.append(f"seed {result.seed} (replay with --seed {result.seed})   ")
+    foot.append(f"{result.elapsed_s:.1f} s")
+    return foot
 
 
 def _diagnosis(result: Any, d: Any) -> Text:
@@ -123,6 +136,10 @@ def _tests_compact(result: Any) -> Group:
     cut name made two different tests look identical.
     """
     failing = [t for t in result.tests if t.status != "pass"]
+    if all(t.status == "not_run" for t in result.tests):  # the run failed before its first test (import, crash)
+        n = len(result.tests)
+        return Group(Text(f"none of the {n} hidden test{'s' if n != 1 else ''} ran — use --verbose to list them",
+                          style="dim"))
     lines: list[Any] = []
     for t in failing[:COMPACT_FAILURES]:
         row = Table.grid(padding=0)

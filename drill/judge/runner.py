@@ -35,6 +35,9 @@ there. Where Linux allows it, the run is sandboxed in fresh namespaces
 the child is seen working and never moves again, whatever it deletes; the
 protocol folder is size-capped by polling; and after every run, orphans
 that came back to this (subreaper) process are killed like token carriers.
+
+This module starts one process per run (`Child`); the fork server that
+grades many files in a row from one warm process is drill/judge/pool.py.
 """
 
 from __future__ import annotations
@@ -42,11 +45,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import threading
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -54,8 +57,9 @@ from pathlib import Path
 from typing import Any
 
 CHILD_SCRIPT = Path(__file__).with_name("child.py")
-# The driver and its torch-only siblings, copied next to every run (the child never imports drill).
-DRIVER_FILES = ("child.py", "chain.py", "audit.py", "sandbox_child.py", "gpu.py")
+# The driver and its torch-only siblings, copied next to every run (the child never imports drill), as
+# paths relative to this folder: audit.py loads the shared storage counter from its own folder there.
+DRIVER_FILES = ("child.py", "chain.py", "audit.py", "tiling.py", "sandbox_child.py", "gpu.py", "../storage_bytes.py")
 WORK_CAP_BYTES = 512 * 2**20  # the protocol and scratch folders (outputs, printed output, files) of one run, together
 _OWN_PIDS: set[int] = set()  # processes this module started on purpose (children, fork servers)
 _OWN_LOCK = threading.Lock()
@@ -66,8 +70,9 @@ def copy_driver(dest: Path) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     here = Path(__file__).parent
     for name in DRIVER_FILES:
-        shutil.copyfile(here / name, dest / name)
-        os.chmod(dest / name, 0o444)
+        target = dest / Path(name).name
+        shutil.copyfile(here / name, target)
+        os.chmod(target, 0o444)
     return dest / "child.py"
 
 
@@ -560,205 +565,11 @@ def _is_python_or_unknown(pid: int) -> bool:
         return False
 
 
-class ChildPool:
-    """A fork server for grading many files in a row (`drill check a.py b.py`, the tests).
+def __getattr__(name: str) -> Any:
+    """`runner.ChildPool` / `runner.PooledChild`: the fork server lives in drill/judge/pool.py (imported lazily,
+    as pool.py imports this module); the old spelling keeps working for callers and tests."""
+    if name in ("ChildPool", "PooledChild"):
+        from drill.judge import pool
 
-    One long-lived process (child.py --zygote, from its own copy of the
-    driver) imports torch once; every graded file then runs in a fresh
-    process forked from it, with its own session, limits, protocol folder
-    and, where available, fresh namespaces (the fork enters them, see
-    `child.run_forked`), so isolation is the same as with `Child` while the
-    per-file cost drops from an `import torch` to a fork. The pool itself
-    never runs learner code. Use one pool from one thread.
-    """
-
-    def __init__(self) -> None:
-        self.token = uuid.uuid4().hex
-        self.proc: subprocess.Popen | None = None
-        self.home = Path(tempfile.mkdtemp(prefix="drill-pool-"))
-        self.entry = copy_driver(self.home / "driver")
-        # How a finished run's folder goes: at once here; the grading server hands it to a background
-        # thread (removing a run's files took ~20 ms of every warm check's latency).
-        self.remove: Any = lambda root: shutil.rmtree(root, ignore_errors=True)
-
-    def _ensure(self) -> subprocess.Popen:
-        if self.proc is None or self.proc.poll() is not None:
-            env = child_env(self.token)
-            self.proc = subprocess.Popen(
-                _grader_command(self.entry, [], "--zygote"),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                env=env,
-                start_new_session=True,
-                close_fds=True,
-            )
-            _own(self.proc.pid)
-        return self.proc
-
-    def child(self, limits: Limits, learner: Path | None = None) -> "PooledChild":
-        return PooledChild(self, limits, learner)
-
-    def close(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            self.proc.wait()
-        if self.proc is not None:
-            _own(self.proc.pid, add=False)
-        self.proc = None
-
-    def __enter__(self) -> "ChildPool":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-        shutil.rmtree(self.home, ignore_errors=True)
-
-
-class PooledChild(Child):
-    """Same contract as `Child`, but the process is forked by a `ChildPool`."""
-
-    def __init__(self, pool: ChildPool, limits: Limits, learner: Path | None = None) -> None:  # noqa: D107 - nothing spawned yet
-        from drill.judge import sandbox
-
-        self.pool = pool
-        self.limits = limits
-        self.strict = True
-        self.root = Path(tempfile.mkdtemp(prefix="drill-check-"))
-        self.token = pool.token
-        self.workdir, self.scratch, self.learner_copy = _prepare_run(self.root, learner)
-        self._out = open(self.workdir / "output.txt", "wb")
-        self.started = time.monotonic()
-        self._init_state()
-        self.sandbox_mode, self.sandbox_why = sandbox.mode()
-        if self.sandbox_mode == "namespaces" and self.learner_copy is not None:
-            self.spec = sandbox.spec(self.root / "newroot", pool.entry.parent, self.workdir, self.learner_copy,
-                                     limits.timeout_s + 10.0)
-        self.pid: int | None = None
-        self._buf = b""
-
-    def use_device(self, device: str) -> None:
-        """A forked run enters its sandbox when its job arrives: on CUDA the spec gains the GPU's nodes and /sys.
-        (The fork server itself never initialises CUDA, which a fork could not inherit.)"""
-        from drill.judge import sandbox
-
-        if device == "cuda":
-            self.host_extra_mb = CUDA_HOST_MB
-        if device == "cuda" and self.spec is not None and not self.gpu:
-            self.gpu = True
-            self.spec = sandbox.spec(self.root / "newroot", self.pool.entry.parent, self.workdir, self.learner_copy,
-                                     self.limits.timeout_s + 10.0, gpu=True)
-
-    def send(self, job: dict[str, Any], tensors: dict[str, Any]) -> None:
-        import torch
-
-        torch.save(tensors, self.workdir / "inputs.pt")
-        zyg = self.pool._ensure()
-        request = {
-            "job": self._job(job),
-            "scratch": str(self.scratch),
-            "limits": {"cpu": max(1, int(round(self.limits.cpu_s))),
-                       "data": (int(self.limits.memory_mb) + self.host_extra_mb) * 2**20,
-                       "fsize": OUTPUT_CAP_BYTES, "nproc": self.limits.processes if self.spec else 0},
-            "sandbox": self.spec,
-            "sandbox_off": self.sandbox_why,
-        }
-        try:
-            assert zyg.stdin is not None
-            zyg.stdin.write((json.dumps(request) + "\n").encode())
-            zyg.stdin.flush()
-        except (BrokenPipeError, OSError):
-            self.pool.close()
-            self.sent = time.monotonic()
-            return
-        reply = self._line(STARTUP_GRACE_S)
-        self.sent = time.monotonic()  # the fork server may still have been importing torch: not the learner's time
-        if reply is not None and isinstance(reply.get("pid"), int):
-            self.pid = int(reply["pid"])
-
-    def _line(self, timeout: float) -> dict[str, Any] | None:
-        """Next JSON line from the zygote, or None on timeout/EOF."""
-        import select
-
-        zyg = self.pool.proc
-        if zyg is None or zyg.stdout is None:
-            return None
-        fd = zyg.stdout.fileno()
-        deadline = time.monotonic() + timeout
-        while b"\n" not in self._buf:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return None
-            ready, _, _ = select.select([fd], [], [], left)
-            if not ready:
-                return None
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                return None
-            self._buf += chunk
-        line, self._buf = self._buf.split(b"\n", 1)
-        try:
-            value = json.loads(line)
-        except (ValueError, RecursionError):
-            return None
-        return value if isinstance(value, dict) else None
-
-    def _deadline_hit(self, now: float) -> str | None:
-        """The fork server is warm: the wall clock runs from the fork, whatever the child writes or deletes."""
-        return "time_limit" if now - self.sent > self.limits.timeout_s else None
-
-    def wait(self) -> RunOutcome:
-        killed_for = None
-        if self.pid is None:
-            self._returncode = -1
-        while self.pid is not None and self._returncode is None:
-            reply = self._line(POLL_S)
-            if reply is not None and reply.get("exit") == self.pid:
-                self._returncode = int(reply["code"])
-                self._rusage_cpu = float(reply.get("cpu", 0.0))
-                break
-            if self.pool.proc is None or self.pool.proc.poll() is not None:
-                # The zygote is gone (killed by the learner?): stop the child, report a crash.
-                self._kill_group()
-                self._returncode = -int(signal.SIGKILL)
-                self.pool.close()
-                break
-            killed_for = self._limit_hit(self.pid, time.monotonic())
-            if killed_for:
-                self._kill_group()
-                reply = self._line(10.0)
-                if reply is not None and reply.get("exit") == self.pid:
-                    self._returncode = int(reply["code"])
-                    self._rusage_cpu = float(reply.get("cpu", 0.0))
-                else:
-                    self.pool.close()
-                    self._returncode = -int(signal.SIGKILL)
-                break
-        return self._outcome(killed_for)
-
-    def _kill_group(self) -> None:
-        if self.pid is not None:
-            try:
-                os.killpg(self.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            try:
-                os.kill(self.pid, signal.SIGKILL)  # the run's first process: its namespace dies with it
-            except (ProcessLookupError, PermissionError):
-                pass
-
-    def _kill_escaped(self) -> list[int]:
-        """Every process with the pool's token except the zygote is this run's leftover."""
-        zyg = self.pool.proc.pid if self.pool.proc is not None else None
-        return [p for p in self._sweep(exclude={zyg, None})]
-
-    def cleanup(self) -> None:
-        if self._returncode is None and self.pid is not None:
-            self._kill_group()
-        self._kill_escaped()
-        if not self._out.closed:
-            self._out.close()
-        self.pool.remove(self.root)
+        return getattr(pool, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

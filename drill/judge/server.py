@@ -2,7 +2,7 @@
 
 Why: a cold `drill check` pays two `import torch` (the CLI's and the
 child's) before grading anything. This process pays them once and keeps
-torch, the specs and a fork server (`runner.ChildPool`) warm, so a check is
+torch, the specs and a fork server (`pool.ChildPool`) warm, so a check is
 a small client round trip plus the grading itself.
 
 What it keeps and what it does not: code (torch, drill's modules, the specs)
@@ -195,7 +195,7 @@ class Server:
 
     def _new_pool(self) -> Any:
         """A fork server, made on the calling grading thread (which lives until the server leaves)."""
-        from drill.judge.runner import ChildPool
+        from drill.judge.pool import ChildPool
 
         with self.lock:
             self.n_pools += 1

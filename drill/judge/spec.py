@@ -14,11 +14,16 @@ it); tensors appear only as values inside the dataclasses.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 # What a case may ask the child to do (see child.py for the executor).
+# Times a reference computation (Case.reference_s): this thread's CPU time, which the parent's other threads
+# (batch workers, the grading server) and a loaded machine's waits leave out, like the child's per-test CPU.
+reference_clock: Callable[[], float] = time.thread_time
+
 KIND_CALL = "call"  # call a graded function: target(*args) -> tensor
 KIND_MODULE = "module"  # build target(*init), load params, call it: module(*args) -> tensor
 KIND_MAP = "map"  # call target(*row) for every row of `rows`: ints -> int64 tensor
@@ -81,6 +86,9 @@ class Case:
     gradients (for `upstream`) are compared; `grad_params` adds the params'.
     `care` (bool, output-shaped, optional): False marks elements whose value
     is free (only finiteness is required), e.g. fully masked attention rows.
+    `zeros` (bool, output-shaped, optional): elements the contract fixes at
+    exactly 0 (sampling's removed tokens): any other value there fails,
+    however small, where a tolerance would let 1e-30 pass.
     `ctx` carries whatever the spec's reference and bug functions need.
     """
 
@@ -96,6 +104,7 @@ class Case:
     grad_params: bool = False
     upstream: Any = None
     care: Any = None
+    zeros: Any = None
     out_dtype: Any = None
     ctx: dict[str, Any] = field(default_factory=dict)
     # JSON-safe details the child's executor of a non-basic kind needs (e.g. how to split calls):
@@ -109,9 +118,18 @@ class Case:
     # Parent-side: turn the learner's output into what `expected` describes (a property check,
     # e.g. per-vector norms); compared instead of the raw output. Never sent to the child.
     derive: Callable[[Any], Any] | None = None
+    # Module-level names of the learner's file set to these values (JSON scalars) just before
+    # this case runs and restored after it (flash_attention's BLOCK_Q / BLOCK_K chosen by the grader).
+    module_attrs: dict[str, Any] = field(default_factory=dict)
+    # Parent-side: judges the output itself instead of comparing it with `expected` (a measurement,
+    # e.g. flash_attention's tiling): returns a compare.Comparison whose `diagnosis` names the
+    # mistake when it fails. Judged cases never enter the bug-variant matching. Never sent to the child.
+    judge: Callable[[Any], Any] | None = None
     # filled by the engine from the spec's reference:
     expected: Any = None
     expected_grads: dict[str, Any] = field(default_factory=dict)
+    # CPU seconds the reference took on this case in the parent, this run (the "slow" advisory's yardstick)
+    reference_s: float | None = None
 
     @property
     def wants_grads(self) -> bool:
@@ -126,6 +144,8 @@ class Case:
             parts.insert(0, f"init={self.init}")
         if self.rows:
             parts.append(f"calls={self.rows}")
+        if self.module_attrs:
+            parts.append(", ".join(f"{k}={v!r}" for k, v in self.module_attrs.items()) + " set by the grader")
         if self.repeat:
             parts.append("after a first call with other inputs of the same shapes")
         return ", ".join(parts)
@@ -220,3 +240,17 @@ FORBIDDEN_LAYER_NORM_CLASSES = (*FORBIDDEN_NORM_CLASSES, "torch.nn.GroupNorm")
 # torch.distributions.Categorical uses too).
 FORBIDDEN_CROSS_ENTROPY = ("cross_entropy", "cross_entropy_loss", "nll_loss*", "*log_softmax", "*logsumexp")
 FORBIDDEN_CROSS_ENTROPY_CLASSES = ("torch.nn.CrossEntropyLoss", "torch.nn.NLLLoss", "torch.nn.LogSoftmax")
+# Autograd in every form (rmsnorm_backward): dotted paths, replaced by tripwires in the child
+# (child.block_paths), and the aten ops of forward-mode AD. Every reverse-mode path (torch.autograd.grad
+# and .backward, Tensor.backward, torch.autograd.functional, torch.func's grad/vjp/jacrev/hessian,
+# the functorch package) runs through Variable._execution_engine, blocked too, so a reference taken
+# under another name still trips; forward mode (torch.func.jvp/jacfwd, forward_ad) needs
+# aten._make_dual / aten._unpack_dual. Measured on torch 2.13 CPU: _make_dual is handled above the
+# dispatcher's backend keys, _unpack_dual's kernel trips.
+FORBIDDEN_AUTOGRAD = (
+    "torch.autograd.grad", "torch.autograd.backward", "torch.Tensor.backward", "torch.autograd.functional.*",
+    "torch.autograd.forward_ad.make_dual", "torch.autograd.forward_ad.unpack_dual",
+    "torch.func.grad", "torch.func.grad_and_value", "torch.func.vjp", "torch.func.jvp", "torch.func.jacrev",
+    "torch.func.jacfwd", "torch.func.hessian", "torch.func.linearize",
+    "torch.autograd.variable.Variable._execution_engine", "_make_dual", "_unpack_dual",
+)

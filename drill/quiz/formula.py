@@ -87,6 +87,12 @@ FUNCTIONS: dict[str, Callable[..., Number]] = {
     "int": _contract("int", int, (1, 1)),
 }
 
+# Named constants a formula (and a typed answer) may use. Only pi: a RoPE wavelength is 2π·Θ^(2i/d),
+# and 3.141592653589793 typed by hand is a typo waiting to happen. No `e`: exp(1) says it, and a
+# typed "2e" (an unfinished 2e3) must stay a "try again", not become 5.44. A formula's own
+# variable of the same name (a parameter called pi) takes precedence, as a local does in Python.
+CONSTANTS: dict[str, float] = {"pi": math.pi}
+
 _BINARY: dict[type[ast.operator], Callable[[Number, Number], Number]] = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
@@ -106,14 +112,14 @@ _COMPARE: dict[type[ast.cmpop], Callable[[Number, Number], bool]] = {
     ast.GtE: operator.ge,
 }
 
-_ALLOWED_TEXT = "numbers, names, + - * / // % **, comparisons, and/or/not, parentheses and " + ", ".join(
+_ALLOWED_TEXT = "numbers, names, pi, + - * / // % **, comparisons, and/or/not, parentheses and " + ", ".join(
     sorted(FUNCTIONS)
 )
 
 
 @dataclass(frozen=True)
 class Formula:
-    """A parsed, whitelisted formula; `names` are the variables it reads."""
+    """A parsed, whitelisted formula; `names` are the variables it reads (functions and CONSTANTS are not)."""
 
     text: str
     tree: ast.Expression = field(repr=False, compare=False)
@@ -193,7 +199,7 @@ def _check_node(node: ast.AST, names: set[str]) -> None:
     if isinstance(node, ast.Name):
         if node.id.startswith("_"):
             raise FormulaError(f"name {node.id!r} is not allowed (names may not start with '_')")
-        if node.id not in FUNCTIONS:
+        if node.id not in FUNCTIONS and node.id not in CONSTANTS:
             names.add(node.id)
         return
     if isinstance(node, ast.Call):
@@ -231,10 +237,11 @@ def _eval(node: ast.AST, env: Mapping[str, Number]) -> Number:
     if isinstance(node, ast.Constant):
         return node.value
     if isinstance(node, ast.Name):
-        try:
+        if node.id in env:
             return env[node.id]
-        except KeyError:
-            raise FormulaError(f"unknown name {node.id!r}") from None
+        if node.id in CONSTANTS:
+            return CONSTANTS[node.id]
+        raise FormulaError(f"unknown name {node.id!r}")
     if isinstance(node, ast.BinOp):
         left = _eval(node.left, env)
         right = _eval(node.right, env)

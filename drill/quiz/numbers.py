@@ -113,7 +113,9 @@ _GROUPED = re.compile(r"^[-+]?\d{1,3}(,\d{3})+(\.\d*)?([eE][-+]?\d+)?$")
 # What a typed unit looks like: letters, µ, %, ×, spaces ("B params"). Anything
 # else after a number ("^30", "/4", "**2", "√2") makes the answer an expression.
 _UNIT_TEXT = re.compile(r"^[A-Za-zµ%×][A-Za-zµ%× ]*$")
-_EXPRESSION = re.compile(r"^(?P<expr>.*?[\d)])\s*(?P<unit>[A-Za-zµ%×][A-Za-zµ%× ]*)?$")
+_EXPRESSION = re.compile(r"^(?P<expr>.*?(?:[\d)]|(?<![A-Za-z_])pi))\s*(?P<unit>[A-Za-zµ%×][A-Za-zµ%× ]*)?$")
+# pi (or π) as a word of its own: "2pi", "2 π", "π/2" — not the "pi" in "PiB" or "pib".
+_PI = re.compile(r"(?<![A-Za-z_])(?:pi|π)(?![A-Za-z_])")
 MAX_ANSWER_CHARS = 200
 
 
@@ -283,20 +285,30 @@ def _wrong_unit(typed: str, family: str) -> AnswerFormatError:
 _FAMILY_LABEL = {"count": "a count", "bytes": "memory (bytes)", "flops": "compute (FLOPs)", "time": "time"}
 
 
+def _with_pi(text: str) -> str:
+    """π spelled `pi`, and the multiplication a person leaves out around it made explicit:
+    2π·10000 -> 2*pi·10000, 2 pi -> 2*pi, π2 -> pi*2 (the evaluator knows pi as a constant)."""
+    text = _PI.sub("pi", text)
+    text = re.sub(r"(?<=[\d)])\s*(?=pi(?![A-Za-z_]))", "*", text)
+    return re.sub(r"(?<![A-Za-z_])pi\s*(?=[\d(√])", "pi*", text)
+
+
 def _evaluate_expression(expr: str, raw: str) -> float:
-    """Simple arithmetic typed as an answer (2^30, 1/4, sqrt(128), 8√2, 3 x 4096), with
+    """Simple arithmetic typed as an answer (2^30, 1/4, sqrt(128), 8√2, 3 x 4096, 2π·10000), with
     the bank's own AST-whitelisted evaluator: never `eval`, huge powers refused."""
     from drill.quiz.formula import FormulaError, evaluate
 
     text = re.sub(r"(?<=\d),(?=\d{3}(?!\d))", "", expr)  # 1,024 * 4
     text = text.replace("^", "**")  # nobody means XOR in an answer
-    text = re.sub(r"(?<=[\d)])\s*[×·xX]\s*(?=[\d(√.])", "*", text)  # 3 x 4096, 2×2
+    text = re.sub(r"(?:(?<=[\d)])|(?<=pi))\s*[×·xX]\s*(?=[\d(√.p])", "*", text)  # 3 x 4096, 2×2, pi·10000
     text = re.sub(r"(?<=[\d)])\s*√", "*√", text)  # 8√2 = 8 * √2
     text = re.sub(r"√\s*(\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)", r"sqrt(\1)", text).replace("√", "sqrt")
     try:
         value = evaluate(text)
     except FormulaError as exc:
-        raise AnswerFormatError(f"couldn't work out {raw!r} ({exc}); try again (e.g. 2^30, 1/4, sqrt(128))") from None
+        known = "; the one constant is pi (π), and e is exp(1)" if str(exc).startswith("unknown name") else ""
+        raise AnswerFormatError(
+            f"couldn't work out {raw!r} ({exc}{known}); try again (e.g. 2^30, 1/4, sqrt(128), 2π)") from None
     except (RecursionError, MemoryError):
         raise AnswerFormatError(f"couldn't work out {raw!r}; try a simpler form") from None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -320,14 +332,15 @@ def read_answer(text: str, unit: str = "") -> TypedAnswer:
         raise AnswerFormatError("type a number (or q to quit)")
     if len(stripped) > MAX_ANSWER_CHARS:
         raise AnswerFormatError(f"that answer is longer than {MAX_ANSWER_CHARS} characters; type a number")
-    match = _NUMBER.match(stripped)
+    with_pi = _PI.search(stripped) is not None  # "2 pi" is arithmetic, not 2 of a unit called pi
+    match = None if with_pi else _NUMBER.match(stripped)
     typed_unit = (match.group("unit") or "").strip() if match else ""
     if match and (not typed_unit or _UNIT_TEXT.match(typed_unit)):
         value: float = _parse_plain_number(match.group("num"))
         computed = False
     else:
-        expression = _EXPRESSION.match(stripped)
-        if not expression or not re.search(r"\d", stripped):
+        expression = _EXPRESSION.match(_with_pi(stripped) if with_pi else stripped)
+        if not expression or not (with_pi or re.search(r"\d", stripped)):
             raise AnswerFormatError(f"couldn't read {stripped!r} as a number; try again (e.g. 1500, 1.5e3, 2 GiB, 2^30)")
         value = _evaluate_expression(expression.group("expr"), stripped)
         typed_unit = (expression.group("unit") or "").strip()
@@ -371,6 +384,41 @@ def scale_slip(typed: TypedAnswer, unit: str, expected: float, tolerance: Tolera
     meant = format_with_unit(typed.value / scale, unit)
     return (f"did you mean {meant}? A bare number is read in {unit} here, so {typed.text} would be "
             f"{format_with_unit(typed.value, unit)}; type it in {unit} or add a unit")
+
+
+# The decimal and binary spelling of each prefix (KB = 10^3 bytes, KiB = 2^10), both ways.
+_PREFIX_POWERS = {"K": 1, "M": 2, "G": 3, "T": 4, "P": 5}
+_BYTE_TWINS = {f"{p}B": f"{p}iB" for p in _PREFIX_POWERS} | {f"{p}iB": f"{p}B" for p in _PREFIX_POWERS} | {"kB": "KiB"}
+
+
+def _byte_size(name: str) -> str:
+    power = _PREFIX_POWERS[name[0].upper()]
+    return f"2^{10 * power}" if name.endswith("iB") else f"10^{3 * power}"
+
+
+def unit_slip(typed: TypedAnswer, unit: str, expected: float, tolerance: Tolerance,
+              known_wrong: tuple[float, ...] = ()) -> str | None:
+    """A "did you mean GiB?" line when a memory answer typed with a decimal unit is wrong but
+    the binary one would be right (2 GB for 2 GiB), or the reverse; else None.
+
+    Like a scale slip it is asked again, never graded: the learner read the prefix, not
+    the concept. Except when the value as typed is one of the question's own known
+    mistakes (`known_wrong`, in the question's unit): that question is about this very
+    confusion, and nudging would hand out its answer.
+    """
+    if unit_family(unit) != "bytes" or not typed.typed_unit or tolerance.accepts(typed.value, expected):
+        return None
+    if any(tolerance.accepts(typed.value, wrong) for wrong in known_wrong):
+        return None
+    units = UNIT_FAMILIES["bytes"]
+    spelled = typed.typed_unit if typed.typed_unit in units else next(
+        (name for name in units if name.lower() == typed.typed_unit.lower()), "")  # gib -> GiB
+    twin = _BYTE_TWINS.get(spelled)
+    if twin is None or not tolerance.accepts(typed.value * units[twin] / units[spelled], expected):
+        return None
+    number = typed.text[: len(typed.text) - len(typed.typed_unit)].rstrip()
+    return (f"did you mean {number} {twin}? {spelled} is {_byte_size(spelled)} bytes and {twin} is {_byte_size(twin)}, "
+            f"so {typed.text} would be {format_with_unit(typed.value, unit)}; type it again with the unit you mean")
 
 
 def format_number(value: float) -> str:

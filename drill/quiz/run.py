@@ -18,7 +18,7 @@ from rich.text import Text
 
 from drill.errors import UserError
 from drill.quiz.loader import load_bank
-from drill.quiz.schedule import parse_time, scheduler_for
+from drill.quiz.schedule import scheduler_for
 from drill.quiz.select import cram_queue, due_queue, filtered, new_today, no_match_message, resolve_filters
 from drill.quiz.session import LineReader, Session, render_summary, terminal_reader
 from drill.store import Store, open_store
@@ -31,6 +31,7 @@ class QuizOptions:
     topics: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
     difficulty: str | None = None
+    kinds: tuple[str, ...] = ()
     count: int | None = 20
     cram: bool = False
     new_limit: int = 10
@@ -53,7 +54,7 @@ def run_quiz(
     console = console or Console(highlight=False)
     clock = clock or (lambda: datetime.now(timezone.utc))
     bank = load_bank(options.bank)
-    filters = resolve_filters(bank.questions, options.topics, options.tags, options.difficulty)
+    filters = resolve_filters(bank.questions, options.topics, options.tags, options.difficulty, options.kinds)
     pool = filtered(bank.questions, filters)
     if not pool:
         raise UserError(no_match_message(bank.questions, filters))
@@ -72,19 +73,26 @@ def run_quiz(
             queue = due_queue(pool, cards, now, new_limit=options.new_limit, new_done_today=done, count=options.count, rng=rng)
             scheduler = scheduler_for(store, options.retention, fuzz=fuzz)
             if not queue:
-                _nothing_due(console, pool, cards, done, options.new_limit)
+                _nothing_due(console, pool, cards, done, options.new_limit, now)
                 return 0
         # Refuse a store we could not save to *now*, before the first answer is typed
         # (a held write lock would otherwise cost that answer after a 10 s wait).
         store.probe_write()
-        session = Session(store, console, read or terminal_reader(console), scheduler, rng, clock, shuffle=options.shuffle)
+        session = Session(store, console, read or terminal_reader(console), scheduler, rng, clock,
+                          shuffle=options.shuffle)
+        if options.cram:  # said before the first question, not only in the summary after the last
+            console.print(Text("cram: answers are not scheduled (practice; your schedule is left as it is)",
+                               style="bold yellow"))
         result = session.run(queue, limit=options.count)
-        due_left = None
+        due_left, next_due = None, ""
         if not options.cram:
+            from drill.quiz.upcoming import describe, upcoming
+
             later = clock()
             cards = store.cards()
-            due_left = sum(1 for q in pool if q.id in cards and parse_time(cards[q.id]["due"]) <= later)
-        render_summary(console, result, cram=options.cram, due_left=due_left)
+            coming = upcoming((cards[q.id] for q in pool if q.id in cards), later)
+            due_left, next_due = coming.due_now, describe(coming, later)
+        render_summary(console, result, cram=options.cram, due_left=due_left, next_due=next_due)
         if result.ended_by == "error":
             raise UserError(result.error)  # one line on stderr, exit 2, after the summary
         return EXIT_INTERRUPTED if result.ended_by == "interrupt" else 0
@@ -93,11 +101,14 @@ def run_quiz(
             store.close()
 
 
-def _nothing_due(console: Console, pool: list, cards: dict, done: int, limit: int) -> None:  # type: ignore[type-arg]
-    upcoming = sorted(parse_time(cards[q.id]["due"]) for q in pool if q.id in cards)
+def _nothing_due(console: Console, pool: list, cards: dict, done: int, limit: int,  # type: ignore[type-arg]
+                 now: datetime) -> None:
+    from drill.quiz.upcoming import describe, upcoming
+
     line = "Nothing due right now"
     if done >= limit and any(q.id not in cards for q in pool):
         line += f" and today's {limit} new cards are done (--new-limit)"
-    if upcoming:
-        line += f"; next card due {upcoming[0].astimezone():%Y-%m-%d %H:%M}"
+    coming = describe(upcoming((cards[q.id] for q in pool if q.id in cards), now), now)
+    if coming:
+        line += f"; {coming}"
     console.print(Text(line + ". Practice anyway with `drill quiz --cram`.", style="bold"))

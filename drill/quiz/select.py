@@ -27,11 +27,14 @@ class Filters:
     topics: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
     difficulty: str | None = None
+    kinds: tuple[str, ...] = ()
 
     def keep(self, question: Question) -> bool:
         if self.topics and question.topic not in self.topics:
             return False
         if self.tags and not set(self.tags) & set(question.tags):
+            return False
+        if self.kinds and question.kind not in self.kinds:
             return False
         return self.difficulty is None or question.difficulty == self.difficulty
 
@@ -69,9 +72,13 @@ def _canonical(typed: str, known: Iterable[str], what: str, flag: str, popular: 
     raise UserError(f"unknown {what} {typed!r}; {hint}", flag)
 
 
-def resolve_filters(questions: list[Question], topics: Iterable[str] = (), tags: Iterable[str] = (), difficulty: str | None = None) -> Filters:
+def resolve_filters(questions: list[Question], topics: Iterable[str] = (), tags: Iterable[str] = (),
+                    difficulty: str | None = None, kinds: Iterable[str] = ()) -> Filters:
     """Typed filters -> the bank's spellings. Unknown names are a UserError with
-    suggestions (never a silent "nothing matches"); comma lists are split."""
+    suggestions (never a silent "nothing matches"); comma lists are split. Kinds are
+    those the registry knows (spot-bug for spot_bug), whether or not the bank uses them."""
+    from drill.quiz.kinds import names as kind_names
+
     topic_names = {q.topic for q in questions}
     tag_counts = Counter(t for q in questions for t in q.tags)
     popular = [t for t, _ in tag_counts.most_common(8)]
@@ -82,6 +89,7 @@ def resolve_filters(questions: list[Question], topics: Iterable[str] = (), tags:
         tuple(dict.fromkeys(_canonical(t, topic_names, "topic", "--topic") for t in split_values(topics))),
         tuple(dict.fromkeys(_canonical(t, tag_counts, "tag", "--tag", popular) for t in split_values(tags))),
         level,
+        tuple(dict.fromkeys(_canonical(k, kind_names(), "kind", "--kind") for k in split_values(kinds))),
     )
 
 
@@ -94,6 +102,8 @@ def no_match_message(questions: list[Question], filters: Filters) -> str:
         parts.append(("tag " + ",".join(filters.tags), Filters(tags=filters.tags)))
     if filters.difficulty:
         parts.append((f"difficulty {filters.difficulty}", Filters(difficulty=filters.difficulty)))
+    if filters.kinds:
+        parts.append(("kind " + ",".join(filters.kinds), Filters(kinds=filters.kinds)))
     alone = "; ".join(f"{label} alone: {len(filtered(questions, f))}" for label, f in parts)
     return "no question matches all of these filters together" + (f" ({alone})" if alone else "")
 

@@ -114,6 +114,7 @@ class Session:
     clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)
     source: str = "quiz"  # recorded with each scheduled review; drill mock sets "mock"
     shuffle: bool = True  # choice options in a seeded random order: banks tend to list the right one first
+    _hint_note: bool = field(default=False, init=False, repr=False)  # the "? for a hint" line is still to show
 
     def ask(self, question: Question) -> tuple[int, str, bool | None]:
         """Ask ONE question and save its rating; returns (rating, answer, auto-check result).
@@ -192,7 +193,14 @@ class Session:
         self.console.print(Text(text, style=style or ""))
 
     def answer(self, question: Question, prompt: str) -> str:
-        """Read an answer; '?' reveals the next hint instead of counting as one."""
+        """Read an answer; '?' reveals the next hint instead of counting as one.
+
+        The first prompt of a card with hints says so in one dim line (every kind, once:
+        a hint offer on every re-asked prompt would be noise)."""
+        if self._hint_note:
+            self._hint_note = False
+            count = len(question.hints)
+            self.say(f"? for a hint ({count} available)" if count > 1 else "? for a hint", "dim")
         shown = 0
         while True:
             text = self.line(prompt)
@@ -238,6 +246,7 @@ class Session:
 
     def _ask(self, question: Question) -> tuple[int, str, bool | None, float]:
         began = time.monotonic()
+        self._hint_note = bool(question.hints)
         asked = kinds.get(question.kind).ask(self, question)
         return asked.rating, asked.answer, asked.right, began
 
@@ -264,8 +273,10 @@ class Session:
                 self.say(f"this card is a leech ({lapses} lapses): rewrite your notes on it or suspend it", "yellow")
 
 
-def render_summary(console: Console, result: SessionResult, *, cram: bool, due_left: int | None) -> None:
-    """The one-screen end of a session."""
+def render_summary(console: Console, result: SessionResult, *, cram: bool, due_left: int | None,
+                   next_due: str = "") -> None:
+    """The one-screen end of a session; `next_due` says when the next cards come due (drill.quiz.upcoming),
+    so "0 still due" followed by 14 due ten minutes later (FSRS's learning steps) reads as the schedule."""
     from rich.table import Table
 
     console.print()
@@ -290,4 +301,5 @@ def render_summary(console: Console, result: SessionResult, *, cram: bool, due_l
         if result.missed:
             console.print(Text("to revisit: " + ", ".join(result.missed), style="yellow"))
     if due_left is not None:
-        console.print(Text(f"{due_left} card{'s' * (due_left != 1)} still due now", style="dim"))
+        still = f"{due_left} card{'s' * (due_left != 1)} still due now"
+        console.print(Text(still + (f"; {next_due}" if next_due else ""), style="dim"))

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from drill.quiz.schedule import AGAIN, LEECH_LAPSES, parse_time
+from drill.quiz.upcoming import Upcoming, describe, upcoming
 from drill.store import Review
 
 HISTORY_DAYS = 14
@@ -45,6 +46,8 @@ class Stats:
     cram_per_day: dict[date, int] = field(default_factory=dict)
     by_topic: list[TopicRetention] = field(default_factory=list)
     forecast: list[tuple[date, int]] = field(default_factory=list)  # today (incl. overdue) first
+    upcoming: Upcoming = field(default_factory=Upcoming)  # due now, and when the next cards come due
+    next_due: str = ""  # that, as the line the quiz shows at the end of a session
     weakest: list[TopicRetention] = field(default_factory=list)
     unranked: list[TopicRetention] = field(default_factory=list)  # too few reviews to be ranked weakest
     leeches: list[tuple[str, int]] = field(default_factory=list)  # (question id, lapses)
@@ -123,6 +126,8 @@ def compute_stats(reviews: Iterable[Review], cards: Mapping[str, Mapping[str, An
         day = max(parse_time(card["due"]).astimezone().date(), today)
         due_counts[day] += 1
     stats.forecast = [(today + timedelta(days=i), due_counts[today + timedelta(days=i)]) for i in range(FORECAST_DAYS)]
+    stats.upcoming = upcoming(cards.values(), now)
+    stats.next_due = describe(stats.upcoming, now)
     stats.leeches = sorted(
         ((qid, int(card["lapses"])) for qid, card in cards.items() if int(card["lapses"]) >= LEECH_LAPSES),
         key=lambda item: -item[1],
@@ -148,6 +153,9 @@ def render_stats(stats: Stats, console: Any, prompts: Mapping[str, str] | None =
     console.print(_topics_table(stats))
     console.print(Text(f"Due in the next {FORECAST_DAYS} days (today includes overdue)", style="bold"))
     console.print(_forecast_table(stats))
+    if stats.cards:
+        console.print(Text(f"due now: {stats.upcoming.due_now}" + (f"; {stats.next_due}" if stats.next_due else ""),
+                           style="dim"))
     _render_weakest(stats, console)
     _render_leeches(stats, console, prompts or {})
 

@@ -57,7 +57,8 @@ D = {
                   "A fill like -1e9 or torch.finfo(torch.float32).min does not fit in fp16: PyTorch refuses it, or it becomes -inf and a fully masked row turns NaN.",
                   "Use torch.finfo(scores.dtype).min (or compute the scores in fp32 and cast back)."),
         Diagnosis("no_max_subtraction", "Softmax without subtracting the row max",
-                  "exp() of a large logit overflows (exp(89) in fp32, exp(12) in fp16), giving inf/inf = NaN.",
+                  "exp() of a large logit overflows (exp(89) in fp32, exp(12) in fp16), giving inf/inf = NaN; a "
+                  "guard after it (nan_to_num, a clamp) only turns that NaN into wrong weights.",
                   "Subtract scores.amax(-1, keepdim=True) before exp, or use torch.softmax."),
         # A head-layout mistake of the module exercises (mha, gqa, kv_cache), kept here so all three share it.
         Diagnosis("heads_strided_split", "Heads split on the wrong axis (strided)",
@@ -219,15 +220,46 @@ def _naive(q, k, v, mask, dtype):
     q64, k64, v64 = q.double(), k.double(), v.double()
     out = attend(q64, k64, v64, mask, naive_exp=True, dtype=torch.float64)
     unknown = rows_unknown(mask, out)
+    rows = torch.broadcast_to(_overflow_rows(q, k, mask, dtype, fp64_too=False), (*out.shape[:-1], 1)).expand(out.shape)
+    return out, unknown | rows
+
+
+def _overflow_rows(q: Tensor, k: Tensor, mask: Tensor | None, dtype: torch.dtype, *, fp64_too: bool = True) -> Tensor:
+    """(..., T_q, 1): the query rows where an unshifted exp() overflows the learner's dtype, or underflows to 0/0.
+
+    `fp64_too=False` leaves out the rows that overflow even in float64 (there every
+    unshifted exp gives NaN, which `_naive` predicts).
+    """
+    q64, k64 = q.double(), k.double()
     s = (q64 @ k64.transpose(-2, -1)) / math.sqrt(q.shape[-1])
     if mask is not None:
         s = s.masked_fill(~mask, float("-inf"))
     row_max = s.amax(dim=-1, keepdim=True)
     low = _EXP_OVERFLOW[torch.float16] if dtype == torch.float16 else _EXP_OVERFLOW["single"]
-    dtype_dependent = (row_max > low) & (row_max <= _EXP_OVERFLOW[torch.float64])
+    over = row_max > low
+    if not fp64_too:
+        over &= row_max <= _EXP_OVERFLOW[torch.float64]
     dead = torch.exp(s.float()).sum(dim=-1, keepdim=True) == 0  # 0/0 = NaN, or 0 if the learner guards it
-    rows = torch.broadcast_to(dtype_dependent | dead, (*out.shape[:-1], 1)).expand(out.shape)
-    return out, unknown | rows
+    return over | dead
+
+
+def guarded_overflow(case_args: tuple, expected: Tensor, got: Tensor) -> Any:
+    """exp() without the row max, its overflow then patched (nan_to_num, a clamp of the logits or of exp).
+
+    The natural guard of code that saw NaN: `torch.nan_to_num(torch.exp(s))`,
+    `exp(s.clamp(max=80))`, `p.nan_to_num(0.0)`. What each makes of an overflowing
+    row differs (zeros, a one-hot, the mean of the largest keys), so those rows
+    take the learner's own values and the rest must equal the reference: the
+    signature is "wrong exactly on the rows where an unshifted exp() overflows
+    (or underflows to 0/0)". None where no row of the case overflows.
+    """
+    q, k, v, mask, dtype = case_args
+    rows = _overflow_rows(q, k, mask, dtype)
+    if not bool(rows.any()):
+        return None
+    rows = torch.broadcast_to(rows, (*expected.shape[:-1], 1)).expand(expected.shape)
+    out = torch.where(rows, got.detach().double(), expected.double())
+    return out, rows_unknown(mask, out)
 
 
 def shape_scales(*sizes: int) -> list[float]:

@@ -179,13 +179,38 @@ class one_thread:
             one_thread._depth -= 1
             if one_thread._depth == 0:
                 torch.set_num_threads(one_thread._saved)
+# Positional exercises (rope, sinusoidal): correct fp32-angle solutions differ from each other by about
+# 1e-7 x position (the fp32 spacing of the angle), so the atol of a case grows with its largest position,
+# in power-of-two buckets: "<dtype>@<bucket>" entries of the spec's tolerance table.
+POSITION_BUCKETS = tuple(2**k for k in range(10, 18))  # 1024 .. 131072
+ANGLE_ERROR_PER_POSITION = 3e-7  # measured spread of correct fp32-angle solutions, ~1e-7 x position, with headroom
+
+
+def position_bucket(max_position: int) -> int:
+    """The smallest bucket holding `max_position` (the last one beyond it)."""
+    return next((b for b in POSITION_BUCKETS if max_position <= b), POSITION_BUCKETS[-1])
+
+
+def position_tol(dtype: str, max_position: int) -> str:
+    """The tolerance key (`Case.ctx["tol"]`) of a `dtype` case whose positions reach `max_position`."""
+    return f"{dtype}@{position_bucket(int(max_position))}"
+
+
+def position_tolerances(per_position: float) -> dict[str, Tolerance]:
+    """The shared table plus "<dtype>@<bucket>" entries whose atol grows by `per_position` x the bucket."""
+    table = dict(TOLERANCES)
+    for dtype in DTYPE_SWEEP:
+        base = TOLERANCES[dtype]
+        for b in POSITION_BUCKETS:
+            table[f"{dtype}@{b}"] = Tolerance(atol=base.atol + per_position * b, rtol=base.rtol)
+    return table
 
 
 def tolerance_for(case: Case) -> Tolerance:
     return TOLERANCES[case.ctx.get("dtype", "float32")]
 
 
-def repeat_probe(case: Case, first: dict[str, Any]) -> Case:
+def repeat_probe(case: Case, first: dict[str, Any], *, vary: tuple[str, ...] = ()) -> Case:
     """Make `case` a repeat-call probe: `first` is called before it on the same function/module.
 
     `first` holds the same argument names, shapes and dtypes as `case.args`
@@ -193,6 +218,9 @@ def repeat_probe(case: Case, first: dict[str, Any]) -> Case:
     caches anything keyed on shapes alone answers the graded call from the
     first call's inputs. Only the second call is graded; see
     `diagnose.state_failure` for the verdict when only these probes fail.
+    `vary` names scalar args that may differ too, for functions of sizes
+    alone (alibi: a bias built for the prompt's length, then sliced for a
+    decode step).
     """
     for name, value in case.args.items():
         other = first.get(name)
@@ -200,8 +228,10 @@ def repeat_probe(case: Case, first: dict[str, Any]) -> Case:
             assert isinstance(other, torch.Tensor) and other.shape == value.shape and other.dtype == value.dtype, name
             assert not torch.equal(other, value) or name == "mask", name
         else:
-            assert other == value, name
-    case.repeat = dict(first)
+            assert other == value or name in vary, name
+    case.repeat = {name: first[name] for name in case.args}  # the child passes them in the graded call's order
+    if vary:
+        case.ctx["repeat_vary"] = tuple(vary)
     return case
 
 
@@ -248,16 +278,18 @@ def module_case(
 def call_case(
     d: Draw, name: str, target: str, args: dict[str, Any], *, dtype: str = "float32", grads: tuple[str, ...] = (),
     out_shape: Sequence[int] | None = None, out_dtype: Any = None, care: Any = None, ctx: dict[str, Any] | None = None,
+    module_attrs: dict[str, Any] | None = None,
 ) -> Case:
     """A KIND_CALL case: `target(*args)` (args already drawn); `grads` names the args whose gradients are graded.
 
     The upstream gradient (of `out_shape`, default the first arg's shape; `()`
     for a scalar loss) is drawn here, last. `out_dtype` defaults to `dtype`'s.
+    `module_attrs`: module-level names the grader sets for this call (spec.Case.module_attrs).
     """
     shape = tuple(out_shape) if out_shape is not None else tuple(next(iter(args.values())).shape)
     return Case(
         name=name, target=target, kind=KIND_CALL, args=args, grad_inputs=tuple(grads),
-        upstream=d.normal(*shape) if grads else None, care=care,
+        upstream=d.normal(*shape) if grads else None, care=care, module_attrs=dict(module_attrs or {}),
         out_dtype=out_dtype if out_dtype is not None else DTYPES[dtype], ctx={"dtype": dtype, **(ctx or {})},
     )
 
@@ -300,6 +332,27 @@ def variant_bugs(
     """
     keep = None if only is None else set(only)
     return tuple(Bug(table[i], wrap(fn), label) for i, label, fn in variants if keep is None or i in keep)
+
+
+class Distinct:
+    """Draws that do not repeat across one spec's cases (shapes, sizes): code caching on them then collides
+    only in the repeat-call probe, which names it `state_between_calls`, and not in some other case.
+
+    `pick(draw)` calls `draw()` until it returns a value not seen before (at most `tries` times; then the
+    last one, repeated: a draw space too small to avoid it is the spec's choice).
+    """
+
+    def __init__(self, tries: int = 50) -> None:
+        self.seen: set = set()
+        self.tries = tries
+
+    def pick(self, draw: Callable[[], Any]) -> Any:
+        for _ in range(self.tries):
+            value = draw()
+            if value not in self.seen:
+                break
+        self.seen.add(value)
+        return value
 
 
 def causal_mask(t_q: int, t_k: int | None = None) -> torch.Tensor:

@@ -151,6 +151,10 @@ def moe_variant(
         else:
             big_p = probs.mean(dim=0)
         aux = (f * big_p).sum() * (n_experts if aux_n else 1)
+        if aux_f == "top1" and top_k > 1 and bool((top_w[:, 0] == top_w[:, 1]).any()):
+            # A token whose two best experts tie (bf16 logits on the grid can): which one is "first" is
+            # the code's tie-break (argmax vs topk order), so this case says nothing about the variant.
+            return aux.float(), torch.ones((), dtype=torch.bool)
         return aux.float()
     xd = flat.double()
     w = torch.ones_like(top_w) if unweighted else top_w

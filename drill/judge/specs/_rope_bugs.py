@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from drill.judge.registry import default
-from drill.judge.spec import Case, Diagnosis, Tolerance
+from drill.judge.spec import Case, Diagnosis
 
 DEFAULT_BASE = default("rope", "base")  # what code that ignores `base` uses
 
@@ -68,24 +68,6 @@ RD = {
                   "(torch.polar, view_as_complex) pairs features and frequencies together by construction."),
     ]
 }
-
-
-ANGLE_ERROR_PER_POSITION = 3e-7  # measured spread of correct fp32-angle solutions ~1e-7 x position
-POSITION_BUCKETS = tuple(2**k for k in range(10, 18))  # 1024 .. 131072
-
-
-def position_bucket(max_position: int) -> int:
-    """The tolerance bucket of a case whose largest position is `max_position` (the key "<dtype>@<bucket>")."""
-    return next((b for b in POSITION_BUCKETS if max_position <= b), POSITION_BUCKETS[-1])
-
-
-def position_tolerances(base: dict[str, Tolerance]) -> dict[str, Tolerance]:
-    """`base` plus "<dtype>@<bucket>" entries whose atol grows with the largest position (fp32 angle spacing)."""
-    table = dict(base)
-    for dtype in ("float32", "float16", "bfloat16"):
-        for b in POSITION_BUCKETS:
-            table[f"{dtype}@{b}"] = Tolerance(atol=base[dtype].atol + ANGLE_ERROR_PER_POSITION * b, rtol=base[dtype].rtol)
-    return table
 
 
 def apply_convention(cases: list[Case], attrs: dict, default_convention: str) -> tuple | None:

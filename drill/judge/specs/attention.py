@@ -15,7 +15,15 @@ from __future__ import annotations
 import torch
 
 from drill.judge.spec import FORBIDDEN_ATTENTION, FORBIDDEN_ATTENTION_CLASSES, Bug, Case, Spec
-from drill.judge.specs._attention_bugs import ATTENTION_VARIANTS, D, _fitted_scale, _guard, attend, named_scales
+from drill.judge.specs._attention_bugs import (
+    ATTENTION_VARIANTS,
+    D,
+    _fitted_scale,
+    _guard,
+    attend,
+    guarded_overflow,
+    named_scales,
+)
 from drill.judge.specs._common import (
     TOLERANCES,
     Draw,
@@ -213,6 +221,13 @@ def _fit_scale(case: Case, got):
     return _fitted_scale((a["q"].float(), a["k"].float(), a["v"].float(), a.get("mask"), a["q"].dtype), got)
 
 
+def _guarded_overflow(case: Case, got):
+    """no_max_subtraction behind an overflow guard (nan_to_num, clamp): see `guarded_overflow`."""
+    a = case.args
+    return guarded_overflow((a["q"].float(), a["k"].float(), a["v"].float(), a.get("mask"), a["q"].dtype),
+                            case.expected, got)
+
+
 def _scaled(case: Case, scale: float):
     a = case.args
     return _guard(attend(a["q"].float(), a["k"].float(), a["v"].float(), a.get("mask"), scale=scale), a.get("mask"))
@@ -238,7 +253,10 @@ SPEC = Spec(
     tolerances=TOLERANCES,
     bugs=variant_bugs(D, ATTENTION_VARIANTS, _variant)
     + tuple(NAMED_SCALES)
-    + (Bug(D["wrong_scale"], _fit_scale, "another factor made of the input sizes", fit=True),),
+    + (Bug(D["wrong_scale"], _fit_scale, "another factor made of the input sizes", fit=True),
+       Bug(D["no_max_subtraction"], _guarded_overflow,
+           "exp without max subtraction, its overflow patched (nan_to_num/clamp): wrong only where exp overflows",
+           fit=True)),
     exception_bugs=(("without overflow", D["fp16_fill_overflow"]),),
     forbidden=FORBIDDEN_ATTENTION,
     forbidden_classes=FORBIDDEN_ATTENTION_CLASSES,

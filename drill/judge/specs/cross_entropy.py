@@ -40,7 +40,15 @@ from drill.judge.spec import (
     Spec,
     Tolerance,
 )
-from drill.judge.specs._common import TOLERANCES, Draw, call_case, diagnoses, reference_with_grads, repeat_probe, twice_probes
+from drill.judge.specs._common import (
+    TOLERANCES,
+    Draw,
+    call_case,
+    diagnoses,
+    reference_with_grads,
+    repeat_probe,
+    twice_probes,
+)
 
 TARGET = "cross_entropy"
 IGNORE_INDEX = default("cross_entropy", "ignore_index")

@@ -31,16 +31,38 @@ import torch.nn.functional as F
 
 from drill.judge.decoder import BLOCK_PATHS
 from drill.judge.registry import default
-from drill.judge.spec import FORBIDDEN_ATTENTION, FORBIDDEN_ATTENTION_CLASSES, FORBIDDEN_NORM, FORBIDDEN_NORM_CLASSES
-from drill.judge.spec import Case, Diagnosis, Spec
-from drill.judge.specs._attention_bugs import ATTENTION_VARIANTS, D as AD, attend, merge_heads, split_heads
+from drill.judge.spec import (
+    FORBIDDEN_ATTENTION,
+    FORBIDDEN_ATTENTION_CLASSES,
+    FORBIDDEN_NORM,
+    FORBIDDEN_NORM_CLASSES,
+    Case,
+    Diagnosis,
+    Spec,
+)
+from drill.judge.specs._attention_bugs import ATTENTION_VARIANTS, attend, merge_heads, split_heads
+from drill.judge.specs._attention_bugs import D as AD
 from drill.judge.specs._common import (
-    DTYPE_LABEL, DTYPES, TOLERANCES, Draw, causal_mask, diagnoses, module_case, repeat_probe, twice_probes,
+    ANGLE_ERROR_PER_POSITION,
+    DTYPES,
+    Draw,
+    causal_mask,
+    diagnoses,
+    module_case,
+    position_tol,
+    position_tolerances,
+    repeat_probe,
+    twice_probes,
     variant_bugs,
 )
 from drill.judge.specs._norm import EPS_ON_RECIPROCAL, EPS_OUTSIDE, normalise
 from drill.judge.specs._rope_bugs import (
-    RD as ROPE_D, ROPE_VARIANTS, apply_convention, position_bucket, position_tolerances, rotate,
+    RD as ROPE_D,
+)
+from drill.judge.specs._rope_bugs import (
+    ROPE_VARIANTS,
+    apply_convention,
+    rotate,
 )
 from drill.judge.specs.gqa import APPLICABLE, GD
 from drill.judge.specs.rmsnorm import RD as NORM_D
@@ -104,7 +126,7 @@ def _case(d: Draw, name: str, *, B: int, T: int, h: int, h_kv: int, dh: int, d_f
     case = module_case(d, name, TARGET, {"x": x, "positions": positions}, init=init, params=params, dtype=dtype,
                        grads=grads, ctx={"n_heads": h, "n_kv_heads": h_kv, "eps": DEFAULT_EPS if eps is None else eps,
                                          "base": DEFAULT_BASE if base is None else base})
-    case.ctx["tol"] = f"{dtype}@{position_bucket(int(positions.max()))}"
+    case.ctx["tol"] = position_tol(dtype, int(positions.max()))
     return case
 
 
@@ -155,7 +177,7 @@ def _repeat_case(d: Draw) -> Case:
         pos = _gaps(d, t, 0, 400)
     case = _case(d, f"repeat call: one module called twice, T={t}, other positions", B=1, T=t, h=4, h_kv=2, dh=8,
                  d_ff=48, positions=pos)
-    case.ctx["tol"] = f"float32@{position_bucket(int(max(pos.max(), first['positions'].max())))}"
+    case.ctx["tol"] = position_tol("float32", int(max(pos.max(), first['positions'].max())))
     return repeat_probe(case, first)
 
 
@@ -357,7 +379,7 @@ SPEC = Spec(
     graded=(TARGET,),
     make_cases=make_cases,
     reference=reference,
-    tolerances=position_tolerances(TOLERANCES),
+    tolerances=position_tolerances(ANGLE_ERROR_PER_POSITION),
     bugs=BUGS,
     exception_bugs=(("without overflow", AD["fp16_fill_overflow"]),),
     forbidden=FORBIDDEN_ATTENTION + FORBIDDEN_NORM,

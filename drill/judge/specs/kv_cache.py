@@ -30,12 +30,11 @@ from __future__ import annotations
 
 import torch
 
+from drill.judge.diagnose import GENERIC
 from drill.judge.registry import default
 from drill.judge.spec import FORBIDDEN_ATTENTION, FORBIDDEN_ATTENTION_CLASSES, Bug, Case, Spec
 from drill.judge.specs._attention_bugs import D as AD
 from drill.judge.specs._common import DTYPES, TOLERANCES, Draw, module_dtype, reference_with_grads, variant_bugs
-from drill.judge.diagnose import GENERIC
-from drill.judge.specs._rope_bugs import CONVENTIONS, RD, apply_convention
 from drill.judge.specs._kv_bugs import (
     KD,
     KV_VARIANTS,
@@ -48,6 +47,7 @@ from drill.judge.specs._kv_bugs import (
     scale_after_softmax,
     stale_rope,
 )
+from drill.judge.specs._rope_bugs import CONVENTIONS, RD, apply_convention
 
 TARGET = "CachedSelfAttention"
 DEFAULT_BASE = default("kv_cache", "rope_base")

@@ -27,7 +27,6 @@ from drill.judge.specs._attention_bugs import (
     split_heads,
 )
 from drill.judge.specs._common import (
-    DTYPES,
     TOLERANCES,
     Draw,
     causal_mask,

@@ -42,7 +42,15 @@ import torch.nn.functional as F
 from drill.judge.registry import default
 from drill.judge.spec import Case, Spec, Tolerance
 from drill.judge.specs._common import (
-    DTYPE_LABEL, DTYPES, TOLERANCES, Draw, module_case, one_thread, repeat_after, twice_probes, variant_bugs,
+    DTYPE_LABEL,
+    DTYPES,
+    TOLERANCES,
+    Draw,
+    module_case,
+    one_thread,
+    repeat_after,
+    twice_probes,
+    variant_bugs,
 )
 from drill.judge.specs._moe_bugs import MD, MOE_VARIANTS
 

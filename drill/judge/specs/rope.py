@@ -35,30 +35,29 @@ from __future__ import annotations
 
 import torch
 
-from drill.judge.registry import default
-from drill.judge.spec import Bug, Case, Spec, Tolerance
-from drill.judge.specs._common import TOLERANCES, Draw, reference_with_grads, repeat_probe, twice_probes, variant_bugs
 from drill.judge.diagnose import GENERIC
+from drill.judge.registry import default
+from drill.judge.spec import Bug, Case, Spec
+from drill.judge.specs._common import (
+    ANGLE_ERROR_PER_POSITION,
+    Draw,
+    position_tol,
+    position_tolerances,
+    reference_with_grads,
+    repeat_probe,
+    twice_probes,
+    variant_bugs,
+)
 from drill.judge.specs._rope_bugs import (
     CONVENTIONS,
     RD,
     ROPE_VARIANTS,
     apply_convention,
-    position_bucket,
-    position_tolerances,
     rotate,
 )
 
 TARGET = "apply_rope"
 DEFAULT_CONVENTION = default("rope", "CONVENTION")  # a file without CONVENTION is graded as this
-_bucket = position_bucket
-
-
-def _tolerances() -> dict[str, Tolerance]:
-    """The shared table plus "<dtype>@<bucket>" entries widened for large positions."""
-    return position_tolerances(TOLERANCES)
-
-
 def _case(d: Draw, name: str, x: torch.Tensor, positions: torch.Tensor, base: float, *, grads=False) -> Case:
     dtype = str(x.dtype).replace("torch.", "")
     return Case(
@@ -68,7 +67,7 @@ def _case(d: Draw, name: str, x: torch.Tensor, positions: torch.Tensor, base: fl
         grad_inputs=("x",) if grads else (),
         upstream=d.normal(*x.shape) if grads else None,
         out_dtype=x.dtype,
-        ctx={"dtype": dtype, "tol": f"{dtype}@{_bucket(int(positions.abs().max()))}", "kind": "direct"},
+        ctx={"dtype": dtype, "tol": position_tol(dtype, int(positions.abs().max())), "kind": "direct"},
     )
 
 
@@ -90,7 +89,7 @@ def _norm_case(d: Draw, dh: int) -> Case:
         name=f"property: rotation keeps every vector's norm (d_head={dh}, positions up to 12000)",
         target=TARGET,
         args={"x": x, "positions": positions, "base": 10000.0},
-        ctx={"dtype": "float32", "tol": f"float32@{_bucket(12000)}", "kind": "norm"},
+        ctx={"dtype": "float32", "tol": position_tol("float32", 12000), "kind": "norm"},
         expected=x.to(torch.float64).norm(dim=-1),
         derive=derive,
     )
@@ -115,7 +114,7 @@ def _relative_case(d: Draw, dh: int) -> Case:
         name=f"property: scores <R_m q, R_n k> unchanged when all positions shift by {shift} (d_head={dh})",
         target=TARGET,
         args={"x": x, "positions": positions, "base": 10000.0},
-        ctx={"dtype": "float32", "tol": f"float32@{_bucket(300 + shift)}", "kind": "relative", "t": t,
+        ctx={"dtype": "float32", "tol": position_tol("float32", 300 + shift), "kind": "relative", "t": t,
              "unshifted": (q, k, p)},
         derive=derive,
     )
@@ -197,7 +196,7 @@ def _repeat_case(d: Draw) -> Case:
         pos = _gaps(d, t, 1500)
     case = _case(d, f"repeat call: same T={t}, d_head={dh} as a first call, other positions",
                  d.normal(2, 2, t, dh), pos, 10000.0)
-    case.ctx["tol"] = f"float32@{_bucket(int(max(pos.max(), first_pos.max())))}"
+    case.ctx["tol"] = position_tol("float32", int(max(pos.max(), first_pos.max())))
     return repeat_probe(case, {"x": first_x, "positions": first_pos, "base": 10000.0})
 
 
@@ -270,7 +269,7 @@ SPEC = Spec(
     graded=(TARGET,),
     make_cases=make_cases,
     reference=reference,
-    tolerances=_tolerances(),
+    tolerances=position_tolerances(ANGLE_ERROR_PER_POSITION),
     bugs=variant_bugs(RD, ROPE_VARIANTS, _variant)
     + tuple(Bug(GENERIC["state_between_calls"], _stale_variant(label), label) for label, _, _ in STALE_KEYS),
     report_attrs=("CONVENTION",),

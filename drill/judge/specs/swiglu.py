@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from drill.judge.registry import default
 from drill.judge.spec import KIND_MAP, KIND_MODULE, Bug, Case, Diagnosis, Spec
-from drill.judge.specs._common import DTYPES, TOLERANCES, Draw, module_case, reference_with_grads, repeat_probe, twice_probes
+from drill.judge.specs._common import TOLERANCES, Draw, module_case, reference_with_grads, repeat_probe, twice_probes
 
 MULTIPLE_OF = default("swiglu", "multiple_of")  # the contract's default
 

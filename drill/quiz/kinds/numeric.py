@@ -12,7 +12,15 @@ from typing import Any
 
 from drill.quiz.fields import Fields, suggest, type_name
 from drill.quiz.kinds.base import Add, Asked, Asker, Kind
-from drill.quiz.numbers import KNOWN_UNITS, AnswerFormatError, Tolerance, format_with_unit, read_answer, scale_slip
+from drill.quiz.numbers import (
+    KNOWN_UNITS,
+    AnswerFormatError,
+    Tolerance,
+    format_with_unit,
+    read_answer,
+    scale_slip,
+    unit_slip,
+)
 from drill.quiz.schedule import AGAIN, GOOD
 from drill.quiz.schema import Question
 from drill.quiz.text import reflow
@@ -96,8 +104,8 @@ def build(fields: Fields, common: dict[str, Any]) -> Question:
 
 def ask_number(session: Asker, question: Question, expected: float, unit: str, tolerance: Tolerance,
                wrong: list[tuple[float, str]]) -> Asked:
-    """Read a number until it is readable and not a slip of scale, grade it, name a known
-    mistake it matches, and teach."""
+    """Read a number until it is readable and not a slip of scale or of a decimal/binary unit,
+    grade it, name a known mistake it matches, and teach."""
     where = f"in {unit}" if unit else "a number"
     while True:
         text = session.answer(question, f"your answer ({where}) >")
@@ -106,10 +114,11 @@ def ask_number(session: Asker, question: Question, expected: float, unit: str, t
         except AnswerFormatError as exc:
             session.say(str(exc), "yellow")
             continue
-        slip = scale_slip(typed, unit, expected, tolerance)
+        slip = scale_slip(typed, unit, expected, tolerance) or unit_slip(
+            typed, unit, expected, tolerance, tuple(value for value, _ in wrong))
         if slip is None:
             break
-        session.say(slip, "yellow")  # a scale slip is re-asked like a typo, never graded
+        session.say(slip, "yellow")  # a slip of scale or of KB/KiB is re-asked like a typo, never graded
     value = typed.value
     right = tolerance.accepts(value, expected)
     shown = format_with_unit(expected, unit)

@@ -70,8 +70,7 @@ def build(fields: Fields, common: dict[str, Any]) -> Question:
 
 def ask(session: Asker, question: RecallQuestion) -> Asked:
     session.say(reflow(question.prompt))
-    hint = ", ? hint" if question.hints else ""
-    answer = session.answer(question, f"your answer (Enter = just thought about it{hint}, q quits) >")
+    answer = session.answer(question, "your answer (Enter = just thought about it, q quits) >")
     session.console.print()
     session.say("Model answer", "bold green")
     session.say(reflow(question.answer))

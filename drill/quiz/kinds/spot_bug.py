@@ -152,9 +152,8 @@ def read_line(text: str, question: SpotBugQuestion) -> int:
 def ask(session: Asker, question: SpotBugQuestion) -> Asked:
     session.say(reflow(question.prompt))
     session.console.print(numbered(question))
-    hint = ", ? hint" if question.hints else ""
     while True:
-        text = session.answer(question, f"which line has the bug? (a line number{hint}) >")
+        text = session.answer(question, "which line has the bug? (a line number) >")
         try:
             picked = read_line(text, question)
             break
