@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from . import _compat
-from .backend import acc_dtype, resolve
+from .backend import acc_dtype, logging_kernels, note_kernel, resolve, sdpa_choice
 from .rope import apply_rope
 
 
@@ -150,11 +150,15 @@ def _sdpa_fused(
     """
     if group > 1:
         if mask is None and _compat.sdpa_has_enable_gqa():
+            if logging_kernels():
+                note_kernel("sdpa", sdpa_choice(q, k, v, None, is_causal, scale, enable_gqa=True), q.device.type)
             return F.scaled_dot_product_attention(
                 q, k, v, is_causal=is_causal, scale=scale, enable_gqa=True
             )
         k = k.repeat_interleave(group, dim=-3)
         v = v.repeat_interleave(group, dim=-3)
+    if logging_kernels():
+        note_kernel("sdpa", sdpa_choice(q, k, v, mask, is_causal, scale), q.device.type)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=is_causal, scale=scale)
 
 
@@ -162,6 +166,7 @@ def _sdpa_math(
     q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, is_causal: bool, scale: float, group: int
 ) -> Tensor:
     """Textbook attention in fp32 (half inputs are upcast; fp64 stays fp64), cast back at the end."""
+    note_kernel("sdpa", "math", q.device.type)
     if group > 1:
         k = k.repeat_interleave(group, dim=-3)
         v = v.repeat_interleave(group, dim=-3)

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from . import _compat
-from .backend import acc_dtype, resolve
+from .backend import acc_dtype, note_kernel, resolve
 
 
 def _check_eps(eps: float, what: str = "RMSNorm") -> None:
@@ -40,6 +40,7 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float, impl: str | None = None) -> 
     if weight.shape != x.shape[-1:]:
         raise ValueError(f"RMSNorm weight shape {tuple(weight.shape)} does not match last dim {x.shape[-1]}")
     if resolve(impl) == "math":
+        note_kernel("rms_norm", "math", x.device.type)
         acc = acc_dtype(x.dtype)
         xf = x.to(acc)
         inv_rms = torch.rsqrt(xf.pow(2).mean(dim=-1, keepdim=True) + eps)
@@ -47,12 +48,14 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float, impl: str | None = None) -> 
     liger = _compat.use_liger(x, "rms_norm")
     w = weight.to(x.dtype)
     if liger is not None:
+        note_kernel("rms_norm", "liger-kernel", x.device.type)
         shape = x.shape
         # in_place=False: liger would otherwise overwrite the incoming gradient,
         # which the residual branch still needs.
         out = liger.apply(x.reshape(-1, shape[-1]).contiguous(), w, eps, 0.0, "llama", False)
         return out.reshape(shape)
     if _compat.has_fused_rms_norm():
+        note_kernel("rms_norm", "F.rms_norm", x.device.type)
         if x.dtype in (torch.float16, torch.bfloat16) and not _compat.fused_rms_norm_upcasts():
             return F.rms_norm(x.float(), (x.shape[-1],), weight.float(), eps).to(x.dtype)
         return F.rms_norm(x, (x.shape[-1],), w, eps).to(x.dtype)
@@ -114,8 +117,10 @@ def layer_norm(x: Tensor, weight: Tensor | None, bias: Tensor | None, eps: float
         if p is not None and p.shape != x.shape[-1:]:
             raise ValueError(f"LayerNorm {name} shape {tuple(p.shape)} does not match last dim {x.shape[-1]}")
     if resolve(impl) == "fused":
+        note_kernel("layer_norm", "F.layer_norm", x.device.type)
         cast = (lambda p: None if p is None else p.to(x.dtype))
         return F.layer_norm(x, (x.shape[-1],), cast(weight), cast(bias), eps)
+    note_kernel("layer_norm", "math", x.device.type)
     acc = acc_dtype(x.dtype)
     xf = x.to(acc)
     centred = xf - xf.mean(dim=-1, keepdim=True)

@@ -162,6 +162,94 @@ def run_checks(device: torch.device, dtype: torch.dtype, *, big: bool = False) -
     return results
 
 
+# -- which kernel ran, seen, not assumed -------------------------------------------------------------
+#
+# Each SDPA backend is forced alone (`sdpa_kernel([backend])`) and the aten ops that ran are recorded by a
+# dispatch mode: the backend's own op must be among them and the math kernel's must not, and its output
+# must agree with the math path. Then the default selection (no restriction) is watched the same way and
+# must be the fused kernel `backend.sdpa_choice` names, the one the grader reports in `reference_backend`.
+# RMSNorm: F.rms_norm must reach the fused `aten._fused_rms_norm` on CUDA where this torch has that op.
+
+SDPA_OPS = {  # backend -> the aten op it runs, per device type
+    "cuda": {"FLASH_ATTENTION": "_scaled_dot_product_flash_attention",
+             "EFFICIENT_ATTENTION": "_scaled_dot_product_efficient_attention",
+             "CUDNN_ATTENTION": "_scaled_dot_product_cudnn_attention",
+             "MATH": "_scaled_dot_product_attention_math"},
+    "cpu": {"FLASH_ATTENTION": "_scaled_dot_product_flash_attention_for_cpu",
+            "MATH": "_scaled_dot_product_attention_math"},
+}
+OPTIONAL = {"CUDNN_ATTENTION"}  # a build without cuDNN's SDPA (or an older GPU) is reported, not failed
+
+
+def ops_seen(fn: Callable[[], torch.Tensor]) -> tuple[torch.Tensor, set[str]]:
+    """Run `fn` and return (its output, the aten op names it dispatched, overloads stripped)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen: set[str] = set()
+
+    class Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.add(getattr(func, "__name__", str(func)).split(".")[0])
+            return func(*args, **(kwargs or {}))
+
+    with Record():
+        out = fn()
+    return out, seen
+
+
+def _ran(backend: str, seen: set[str], device: torch.device) -> bool:
+    """Did `backend`'s kernel run? A fused one shows as its own aten op; the math kernel is a composite that
+    decomposes before a dispatch mode sees it, so it shows as no fused SDPA op at all (and a softmax)."""
+    fused = {op for b, op in SDPA_OPS[device.type].items() if b != "MATH"}
+    if backend == "MATH":
+        return not (fused & seen) and any("softmax" in o for o in seen)
+    return SDPA_OPS[device.type][backend] in seen
+
+
+def backend_checks(device: torch.device, dtype: torch.dtype, tol: float) -> list[Result]:
+    """Every SDPA backend of `device` forced alone, the default choice, and F.rms_norm: what ran, and agreement."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    from .backend import sdpa_choice
+
+    g = torch.Generator(device="cpu").manual_seed(1)
+    q, k, v = (torch.randn(2, 8, 256, 64, generator=g).to(device) for _ in range(3))
+    want = sdpa(q, k, v, causal=True, impl="math")
+    results = []
+    for name, op in SDPA_OPS[device.type].items():
+        backend = getattr(SDPBackend, name, None)
+        label = f"sdpa forced {name.lower()} -> aten.{op}"
+        if backend is None:
+            results.append(Result(label, 0.0 if name in OPTIONAL else float("inf"), tol, "not in this torch"))
+            continue
+        try:
+            with sdpa_kernel([backend]):
+                got, seen = ops_seen(lambda: sdpa(q.to(dtype), k.to(dtype), v.to(dtype), causal=True, impl="fused"))
+        except RuntimeError as exc:
+            why = str(exc).splitlines()[0][:100]
+            results.append(Result(label, 0.0 if name in OPTIONAL else float("inf"), tol, f"unavailable: {why}"))
+            continue
+        ran = _ran(name, seen, device)
+        results.append(Result(label, _rel_err(got, want) if ran else float("inf"), tol,
+                              "" if ran else f"ran {sorted(o for o in seen if 'attention' in o)}"))
+    chosen = sdpa_choice(q.to(dtype), k.to(dtype), v.to(dtype), None, True, 64 ** -0.5)
+    got, seen = ops_seen(lambda: sdpa(q.to(dtype), k.to(dtype), v.to(dtype), causal=True, impl="fused"))
+    ran = sorted(o for o in seen if "scaled_dot_product" in o)
+    named = {"flash": "FLASH_ATTENTION", "memory-efficient": "EFFICIENT_ATTENTION", "cudnn": "CUDNN_ATTENTION",
+             "math": "MATH"}.get(chosen, "")
+    agrees = bool(named) and _ran(named, seen, device) and (device.type == "cpu" or chosen != "math")
+    results.append(Result(f"sdpa default choice = {chosen} (dispatcher), ran {', '.join(ran)}",
+                          _rel_err(got, want) if agrees else float("inf"), tol))
+    x, w = torch.randn(64, 1024, generator=g).to(device), torch.randn(1024, generator=g).to(device)
+    got, seen = ops_seen(lambda: rms_norm(x.to(dtype), w, 1e-6, impl="fused"))
+    fused_op = hasattr(torch.ops.aten, "_fused_rms_norm") and device.type == "cuda"
+    ok = "_fused_rms_norm" in seen or not fused_op
+    what = "aten._fused_rms_norm" if "_fused_rms_norm" in seen else "decomposed ops"
+    results.append(Result(f"rms_norm fused -> {what}", _rel_err(got, rms_norm(x, w, 1e-6, impl="math")) if ok
+                          else float("inf"), tol, "" if ok else f"ran {sorted(seen)}"))
+    return results
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the checks on CUDA if present (else CPU), print a table, return the exit status."""
     cuda = torch.cuda.is_available()
@@ -175,6 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print("CUDA not available: comparing fused vs math in fp32 on the CPU")
     results = run_checks(device, dtype, big=cuda)
+    results += backend_checks(device, dtype, 1e-5 if dtype == torch.float32 else 3e-2)
     width = max(len(r.name) for r in results)
     for r in results:
         status = "ok  " if r.ok else "FAIL"

@@ -71,6 +71,7 @@ def test_rmsnorm_bandwidth_is_a_fraction_of_the_copy_peak() -> None:
     for impl in ("fused", "learner"):
         frac = doc["sizes"][-1]["results"][impl]["bandwidth_fraction"]
         assert frac is not None and 0.02 < frac < 1.25, (impl, frac)
+    assert doc["datasheet_bandwidth_gb_s"] is None or doc["datasheet_bandwidth_gb_s"] > 100
 
 
 def test_learner_oom_is_reported_not_a_crash() -> None:

@@ -125,3 +125,17 @@ def test_too_few_sizes_names_what_stopped_the_ladder(reason: str, flag: str) -> 
     others = {"raise --timeout", "raise --size-budget", "raise --max-size", "raise --memory-mb"} - {flag}
     assert not any(o in text for o in others), text
     assert "ladder stopped before T=256: why" in text and "stopped: stopped" not in text
+
+
+def test_cuda_bandwidth_is_shown_against_the_copy_and_the_datasheet_peak() -> None:
+    """RMSNorm on CUDA: the fraction of the copy measured in the run, and of the device's datasheet peak."""
+    report = make_report("rmsnorm", device="cuda")
+    report.datasheet_bandwidth = 4.8e12
+    doc = report.to_json()
+    assert doc["datasheet_bandwidth_gb_s"] == 4800.0 and doc["peak_bandwidth_gb_s"] == 4100.0
+    res = doc["sizes"][-1]["results"]["fused"]
+    assert res["datasheet_fraction"] == pytest.approx(res["bandwidth_gb_s"] / 4800.0)
+    assert res["bandwidth_fraction"] == pytest.approx(res["bandwidth_gb_s"] / 4100.0)
+    assert "device copy bandwidth (practical peak): 4100 GB/s = 85% of the 4800 GB/s datasheet peak" in rendered(report, 200)
+    cpu = make_report("rmsnorm").to_json()
+    assert cpu["datasheet_bandwidth_gb_s"] is None and cpu["sizes"][0]["results"]["fused"]["datasheet_fraction"] is None

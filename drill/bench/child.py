@@ -256,16 +256,20 @@ class Machine:
             self.backend = measure.CudaBackend(self.device)
         self.timer = measure.Timer(self.backend)  # on CUDA it holds the L2-flush buffer from here on
         peak_bw = measure.copy_bandwidth(self.backend, self.timer) if self.backend is not None else None
+        datasheet = None
         if self.backend is not None:
             free, _total = self.backend.mem_get_info()
             self.budget = measure.memory_budget(free, job["memory_fraction"])
             name = torch.cuda.get_device_name(self.device)
+            props = torch.cuda.get_device_properties(self.device)
+            datasheet = measure.datasheet_bandwidth(name, getattr(props, "memory_clock_rate", None),
+                                                    getattr(props, "memory_bus_width", None))
         else:
             self.budget = int(max(0, job["memory_mb"] - job["baseline_mb"]) * 2**20 * job["memory_fraction"])
             name = f"CPU ({os.cpu_count()} cores)"
         record({
             "event": "env", "device_name": name, "torch": torch.__version__, "threads": torch.get_num_threads(),
-            "peak_bandwidth": peak_bw, "memory_budget_bytes": self.budget,
+            "peak_bandwidth": peak_bw, "datasheet_bandwidth": datasheet, "memory_budget_bytes": self.budget,
         })
 
 

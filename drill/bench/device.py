@@ -64,6 +64,25 @@ class CudaBackend:
 
 # -- arithmetic ----------------------------------------------------------------------------
 
+# Vendor datasheet HBM bandwidth, bytes/s, by a substring of the device name (first match wins): what
+# "% of peak" means in the issue's targets. The copy probe (`copy_bandwidth`) is the practical peak.
+DATASHEET_BANDWIDTH: tuple[tuple[str, float], ...] = (
+    ("H200", 4.8e12), ("H100 PCIe", 2.0e12), ("H100 NVL", 3.9e12), ("H100", 3.35e12), ("GH200", 4.0e12),
+    ("B200", 8.0e12), ("A100-SXM4-80GB", 2.039e12), ("A100 80GB PCIe", 1.935e12), ("A100", 1.555e12),
+    ("L40S", 0.864e12), ("L4", 0.3e12), ("A10G", 0.6e12), ("A10", 0.6e12), ("T4", 0.32e12), ("V100", 0.9e12),
+)
+
+
+def datasheet_bandwidth(name: str, memory_clock_khz: int | None = None, bus_width_bits: int | None = None) -> float | None:
+    """The device's peak memory bandwidth (bytes/s): the datasheet figure for a known name, else what its
+    memory clock and bus width give (double data rate: 2 x clock x width / 8), else None."""
+    for key, value in DATASHEET_BANDWIDTH:
+        if key in name:
+            return value
+    if memory_clock_khz and bus_width_bits:
+        return 2.0 * memory_clock_khz * 1e3 * bus_width_bits / 8
+    return None
+
 
 def copy_bandwidth_from(nbytes: int, seconds: list[float]) -> float:
     """Bytes/s of a copy of `nbytes`: each byte is read once and written once, so 2 * nbytes moved.

@@ -217,6 +217,9 @@ def render(report: BenchReport, console: Console) -> None:
                    Text(f"fixed: {dims}; passed drill check (seed {report.check_seed})", style="dim")]
     if report.peak_bandwidth:
         bandwidth = f"device copy bandwidth (practical peak): {report.peak_bandwidth / 1e9:.0f} GB/s"
+        if report.datasheet_bandwidth:
+            share = 100 * report.peak_bandwidth / report.datasheet_bandwidth
+            bandwidth += f" = {share:.0f}% of the {report.datasheet_bandwidth / 1e9:.0f} GB/s datasheet peak"
         parts.append(Text(bandwidth, style="dim"))
     console.print(Group(*parts))
     if report.rows:

@@ -106,7 +106,8 @@ class BenchReport:
     rows: list[SizeRow] = field(default_factory=list)
     device_name: str = ""
     torch_version: str = ""
-    peak_bandwidth: float | None = None  # bytes/s, CUDA only
+    peak_bandwidth: float | None = None  # bytes/s, CUDA only: a device copy measured in the run
+    datasheet_bandwidth: float | None = None  # bytes/s, CUDA only: the vendor's figure (device.datasheet_bandwidth)
     stopped: str = ""  # why the ladder ended early ("" = every size ran)
     stop_reason: str = ""  # what ended it: one of STOP_REASONS, "" = every size ran
     learner_error: str = ""  # a failure of the learner's code during the benchmark
@@ -230,6 +231,8 @@ class BenchReport:
                     "tokens_per_s": self.throughput(row.size, res),
                     "bandwidth_gb_s": None if bw is None else bw / 1e9,
                     "bandwidth_fraction": None if bw is None or not self.peak_bandwidth else bw / self.peak_bandwidth,
+                    "datasheet_fraction": None if bw is None or not self.datasheet_bandwidth
+                    else bw / self.datasheet_bandwidth,
                     "peak_bytes": res.peak_bytes,
                     "ratio_to_fused": self.ratio(row, impl),
                     "message": res.message,
@@ -249,6 +252,7 @@ class BenchReport:
             "size_label": self.workload.size_label,
             "dims": dict(self.dims),
             "peak_bandwidth_gb_s": None if self.peak_bandwidth is None else self.peak_bandwidth / 1e9,
+            "datasheet_bandwidth_gb_s": None if self.datasheet_bandwidth is None else self.datasheet_bandwidth / 1e9,
             "sizes": sizes,
             "exponents": {impl: self.exponent(impl) for impl in IMPLS},
             "memory_exponents": {impl: self.exponent(impl, "peak_bytes") for impl in IMPLS},
@@ -425,6 +429,8 @@ def _read_events(report: BenchReport, outcome: Any, limits: Any, wl: Workload,
             report.torch_version = str(ev.get("torch", ""))
             bw = ev.get("peak_bandwidth")
             report.peak_bandwidth = float(bw) if isinstance(bw, (int, float)) and bw > 0 else None
+            sheet = ev.get("datasheet_bandwidth")
+            report.datasheet_bandwidth = float(sheet) if isinstance(sheet, (int, float)) and sheet > 0 else None
         elif kind == "load_error":
             report.learner_error = _describe_failure(ev, "while importing the file")
             report.stopped = "stopped before the first size: your file failed to load in the benchmark"

@@ -14,7 +14,8 @@ import textwrap
 # Top level, in the order the document has them; "sizes" holds SIZE_FIELDS.
 TOP_FIELDS: tuple[str, ...] = (
     "exercise", "file", "device", "device_name", "dtype", "threads", "torch", "seed", "check_seed",
-    "size_name", "size_label", "dims", "peak_bandwidth_gb_s", "sizes", "exponents", "memory_exponents",
+    "size_name", "size_label", "dims", "peak_bandwidth_gb_s", "datasheet_bandwidth_gb_s", "sizes", "exponents",
+    "memory_exponents",
     "expected_exponent", "expected_note", "warnings", "stopped", "stop_reason", "learner_error", "cut_short",
     "exit_code", "host_peak_rss_mb", "elapsed_s",
 )
@@ -23,7 +24,7 @@ SIZE_FIELDS: tuple[str, ...] = ("size", "elapsed_s", "results")
 # One implementation at one size.
 RESULT_FIELDS: tuple[str, ...] = (
     "status", "median_s", "q1_s", "q3_s", "min_s", "max_s", "reps", "tokens_per_s", "bandwidth_gb_s",
-    "bandwidth_fraction", "peak_bytes", "ratio_to_fused", "message",
+    "bandwidth_fraction", "datasheet_fraction", "peak_bytes", "ratio_to_fused", "message",
 )
 
 

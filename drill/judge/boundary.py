@@ -109,11 +109,14 @@ SCHEMA: dict[str, dict[str, tuple]] = {
     "audit": {"name": _STR, "elapsed": _NUM, "data": (dict,), "error": (dict,)},
     "trip": {"op": _STR, "line": _INT + _NONE, "source": _STR + _NONE},
     "denied": {"what": _STR, "detail": _STR},
+    # the grading device as the child set it up (`drill check --device cuda`), or why it could not
+    "device": {"device": _STR, "name": _STR, "memory_cap_mb": _INT, "error": _STR},
     "sandbox": {"sandbox": _STR, "reason": _STR, "user": _BOOL, "pid": _BOOL, "mount": _BOOL, "net": _BOOL, "fs": _STR,
                 "kernels_blocked": _INT, "audit_hook": _BOOL},
 }
 REQUIRED = {"start": ("case",), "end": ("case", "status"), "load_error": ("status",), "trip": ("op",),
-            "audit": ("name",), "attrs": ("values",), "grad_error": ("case", "message"), "sandbox": ("sandbox",)}
+            "audit": ("name",), "attrs": ("values",), "grad_error": ("case", "message"), "sandbox": ("sandbox",),
+            "device": ("device",)}
 
 
 def _clean(value: Any, depth: int = 0) -> Any:

@@ -53,13 +53,15 @@ def unpack(result: Any, call: int, target: str) -> tuple[torch.Tensor, tuple]:
     return out, cache
 
 
-def build_module(mod: Any, case: dict, tensors: dict, resolve_attr) -> torch.nn.Module:
-    """Construct the graded class with the case's init values and copy the parent's weights in."""
+def build_module(mod: Any, case: dict, tensors: dict, resolve_attr, device: str = "cpu") -> torch.nn.Module:
+    """Construct the graded class with the case's init values, move it to `device`, copy the parent's weights in."""
     target = case["target"]
     init = [tensors[a["t"]] if "t" in a else a["v"] for a in case.get("init", [])]
     module = getattr(mod, target)(*init)
     if not isinstance(module, torch.nn.Module):
         raise ContractError("wrong_type", f"{target}(...) built a {_type_name(module)}, not an nn.Module")
+    if device != "cpu":
+        module.to(device)
     if case.get("module_dtype"):
         module.to(getattr(torch, case["module_dtype"]))
     for path, key in case.get("params", {}).items():
@@ -93,13 +95,15 @@ def run_case(mod: Any, case: dict, tensors: dict, host: Any) -> dict[str, torch.
     """
     extra = case["extra"]
     args = {name: tensors[a["t"]].clone() if "t" in a else a["v"] for name, a in zip(case["arg_names"], case["args"])}
-    module = build_module(mod, case, tensors, host.resolve_attr)
+    module = build_module(mod, case, tensors, host.resolve_attr, device=getattr(host, "DEVICE", "cpu"))
     grad_inputs = case.get("grad_inputs", [])
     for name in grad_inputs:
         args[name].requires_grad_(True)
     past = (args["past_k"], args["past_v"]) if extra.get("past") else None
     out, cache = run_chain(module, args["x"], list(extra["calls"]), past, case["target"])
     chosen = {"out": out, "k": cache[0], "v": cache[1]}[extra["returns"]]
+    if hasattr(host, "on_device"):
+        host.on_device(chosen, case["target"])
     result = {"out": host.plain(chosen)}
     if case.get("upstream"):
         result.update(_grads(chosen, tensors[case["upstream"]], args, grad_inputs, module, case, host))

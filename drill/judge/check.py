@@ -53,6 +53,8 @@ class Result:
     output_tail: str = ""
     layers: dict[str, str] = field(default_factory=dict)  # which defences were active (schema.LAYER_FIELDS)
     unmeasured: bool = False  # an audit observed nothing: "could not measure", a failure under --strict
+    device: str = "cpu"  # where the learner's code ran, as the child confirmed it ("cuda:0 (NVIDIA H200, ...)")
+    reference_backend: str = ""  # which kernels computed the expectations (devices.kernel_summary)
 
     @property
     def passed(self) -> int:
@@ -99,6 +101,8 @@ class Result:
             "advisories": list(self.advisories),
             "audit": list(self.audit),
             "layers": {k: self.layers.get(k, "") for k in LAYER_FIELDS},
+            "device": self.device,
+            "reference_backend": self.reference_backend,
         }
 
 
@@ -113,6 +117,7 @@ def check_file(
     in_model: bool = False,
     audit: bool = True,
     policy: bool = True,
+    device: str | None = None,
 ) -> Result:
     """Grade `path` as `exercise` (default: from the file name). Raises UserError on bad usage.
 
@@ -122,14 +127,23 @@ def check_file(
     cases (drill/judge/inmodel.py) after the unit tests; `audit=False` skips
     the spec's advisory audit (benchmarks compare both). `policy=False`
     skips layer 1, the static check of the source (only the tests of the
-    layers below use it: each layer must hold on its own).
+    layers below use it: each layer must hold on its own). `device`: "cpu",
+    "cuda" or "auto" (`drill/judge/devices.py`); None is the CPU, or CUDA
+    for an exercise that needs it. On CUDA the inputs, the learner's code and
+    the reference all run on the GPU; the CUDA device is settled after the
+    child was started (so the two torch imports still overlap), and its
+    absence is a UserError then.
     """
+    from drill.judge import devices
+
     t0 = time.monotonic()
     path = Path(path)
     if not path.is_file():
         raise UserError("no such file", str(path))
     name = registry.resolve_exercise(path, exercise)
-    if not registry.device_available(registry.entry(name)):
+    entry = registry.entry(name)
+    wanted = devices.requested(device, entry)
+    if not registry.device_available(entry):
         raise UserError(f"{name} can only be graded on a CUDA device, and torch sees none here", str(path))
     limits = limits or Limits()
     if seed is None:
@@ -153,34 +167,88 @@ def check_file(
     from drill.judge.sandbox import harden_parent
 
     hardened = harden_parent()
-    # Started before torch is imported here, so the two imports overlap.
-    child = pool.child(limits, learner=path) if pool is not None else Child(limits, learner=path)
+    # Started before torch is imported here, so the two imports overlap (a single run also warms up CUDA).
+    child = pool.child(limits, learner=path) if pool is not None else Child(limits, learner=path, device=wanted)
     try:
+        dev = devices.resolve(wanted, entry)
+        child.use_device(dev)  # on CUDA the sandbox also shows the GPU's device nodes and /sys (read-only)
         spec = registry.load_spec(name)
         from drill.judge import spec as spec_module
-        from drill.judge.specs._common import one_thread
+        from drill.judge.specs._common import one_thread, reference_device
+        from drill.reference.backend import kernel_log
 
-        with one_thread():  # the parent's tensors are tiny: a busy OpenMP pool only adds waits (see one_thread)
+        # the parent's tensors are tiny: a busy OpenMP pool only adds waits (see one_thread)
+        with one_thread(), reference_device(dev), kernel_log() as kernels:
             cases = spec.make_cases(seed)
+            fallback = 0
             for case in cases:
                 t_ref = spec_module.reference_clock()
-                case.expected, case.expected_grads = spec.reference(case)
+                fallback += _expect(spec, case, dev)
                 case.reference_s = spec_module.reference_clock() - t_ref
+        result.reference_backend = devices.kernel_summary(kernels, fallback)
+        result.device = dev
+        with one_thread():
             if in_model:
                 from drill.judge.inmodel import cases_for
 
-                cases += cases_for(name, seed)  # expected answers computed there
+                cases += cases_for(name, seed)  # expected answers computed there (on the CPU, math path)
             job, tensors = _job(spec, cases, path)
+            job["device"] = {"type": dev, "memory_mb": int(limits.memory_mb)}
+            if "triton" in entry.imports:
+                job["triton"] = {"interpret": devices.interpreting(entry)}
             if audit and spec.audit:
                 job["audit"] = dict(spec.audit)
             child.send(job, tensors)
             outcome = child.wait()
             result.layers = _layers(policy, outcome, hardened)
+            result.device = _device_seen(outcome, dev)
+            if devices.interpreting(entry):
+                result.device += " (Triton's interpreter: values only)"
             _grade(result, spec, cases, child, outcome, strict, audit_wanted=bool(audit and spec.audit))
     finally:
         child.cleanup()
+        _release_device()
     result.elapsed_s = time.monotonic() - t0
     return result
+
+
+def _expect(spec: Any, case: Any, dev: str) -> int:
+    """Fill a case's expectations on `dev` (inside `reference_device`); 1 if CUDA failed and the CPU computed them.
+
+    A reference op missing or failing on CUDA for some input must not turn a check into a traceback: that
+    case is computed on the CPU instead, and `reference_backend` counts it.
+    """
+    try:
+        case.expected, case.expected_grads = spec.reference(case)
+        return 0
+    except Exception:  # noqa: BLE001 - the reference is ours; on the CPU it is the path every check takes
+        if dev == "cpu":
+            raise
+    from drill.judge.specs._common import reference_device
+
+    with reference_device("cpu"):
+        case.expected, case.expected_grads = spec.reference(case)
+    return 1
+
+
+def _device_seen(outcome: Any, dev: str) -> str:
+    """The device as the child reported it (name and memory cap on CUDA); the parent's word only for the CPU."""
+    seen = next((e for e in outcome.events if e.get("event") == "device"), None)
+    if seen is None:
+        return dev if dev == "cpu" else f"{dev} (not confirmed by the child)"
+    text = str(seen.get("name") or seen.get("device"))
+    if seen.get("memory_cap_mb"):
+        text += f", capped at {seen['memory_cap_mb']} MB"
+    return text
+
+
+def _release_device() -> None:
+    """Hand cached CUDA memory back after a check (a warm server must not sit on it between checks)."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
 
 
 def _refusal(source: str, path: Path, name: str, policy: bool) -> tuple[str, str] | None:
@@ -192,7 +260,7 @@ def _refusal(source: str, path: Path, name: str, policy: bool) -> tuple[str, str
     if empty:
         graded = ", ".join(registry.entry(name).graded)
         return "empty_file", f"{empty}; {name} grades {graded} (`drill start {name}` copies the starter file)"
-    refused = policy and _policy_refusal(source, path)
+    refused = policy and _policy_refusal(source, path, registry.entry(name).imports)
     return ("policy_violation", refused) if refused else None
 
 
@@ -213,11 +281,11 @@ def _no_code(source: str) -> str:
     return "" if body else "the file holds no code (only comments or a docstring)"
 
 
-def _policy_refusal(source: str, path: Path) -> str:
+def _policy_refusal(source: str, path: Path, extra: tuple[str, ...] = ()) -> str:
     """Layer 1: the one-line `policy_violation` detail, or "" when the source is allowed."""
     from drill.judge.policy import first_violation
 
-    return first_violation(source, path) or ""
+    return first_violation(source, path, extra) or ""
 
 
 def _layers(policy: bool, outcome: Any, hardened: dict) -> dict[str, str]:
@@ -353,6 +421,9 @@ def _run_failure(events: list, outcome: Any, child: Any, cases: list) -> tuple[s
         return "output_limit", f"the run wrote more than {WORK_CAP_BYTES / 2**20:g} MB of files" + _during(cases, running)
     if outcome.killed_for == "startup":
         return "crashed", "the grader's child process did not start in time (machine overloaded?)"
+    no_device = next((e for e in events if e.get("event") == "device" and e.get("error")), None)
+    if no_device is not None:  # before the learner's file was loaded: not the learner's doing
+        return "crashed", f"the grading process could not use {no_device.get('device')}: {no_device.get('error')}"
     if outcome.unreadable:
         return "crashed", f"unreadable report: {outcome.unreadable} (the child's records were garbled or forged)"
     if trip is not None:  # recorded the moment it happened, whatever the code did afterwards

@@ -282,6 +282,9 @@ class BlockDrill(importlib.abc.MetaPathFinder):
 # Case kinds and the audits implemented in sibling files (issue 4). They import only torch at
 # module level and are loaded by path from the driver folder.
 EXTENSIONS = {"chain": "chain", "audit": "audit", "tiling": "tiling"}
+# The device the learner's code runs on ("cpu" or "cuda", set by `serve` from the job before the file is
+# imported): inputs are moved there, modules are moved there after construction, outputs must come from it.
+DEVICE = "cpu"
 
 
 def extension(name: str):
@@ -590,12 +593,15 @@ class Denied(BaseException):
     """Raised by the audit hook; BaseException so `except Exception` cannot hide it."""
 
 
-def install_audit_hook(writable: list[str], hidden: list[str]) -> None:
+def install_audit_hook(writable: list[str], hidden: list[str], tools: dict | None = None) -> None:
     """Refuse, from now on and in every thread, what no solution does (irremovable: PEP 578).
 
     `writable`: the only folders files may be created or changed in (scratch,
     /tmp, the protocol folder); `hidden`: folders that may not even be read
-    (drill's own package, if it is on disk somewhere visible).
+    (drill's own package, if it is on disk somewhere visible). `tools`: a
+    Triton job's compiler programs (gpu.prepare_triton), which may then be
+    started, with Triton's own argument shapes only (gpu.exec_rule); every
+    other process creation stays refused.
 
     Also refused: `sys._getframe` called by the learner's code (or code it
     compiled) or through a helper that returns the frame (inspect,
@@ -612,6 +618,8 @@ def install_audit_hook(writable: list[str], hidden: list[str]) -> None:
     hidden_roots = tuple(realpath(p).rstrip("/") + "/" for p in hidden)
     learner = LEARNER
     hits = []
+    may_run = _sibling("gpu").exec_rule(tools, write_roots) if tools else None
+    spawns = {"subprocess.Popen": (0, 1), "os.posix_spawn": (0, 1), "os.posix_spawnp": (0, 1)}  # (exe, argv) args
 
     def refuse(event: str, detail: str = "") -> None:
         hits.append(event)
@@ -648,6 +656,10 @@ def install_audit_hook(writable: list[str], hidden: list[str]) -> None:
     def hook(event: str, args: tuple) -> None:
         if trust.on:
             return
+        if may_run is not None and event in spawns and len(args) > 1:
+            exe, argv = spawns[event]
+            if may_run(args[exe], args[argv]):  # Triton's ptxas / C compiler, in Triton's shapes only
+                return
         if event in denied or event.startswith("socket."):
             refuse(event)
         elif event == "object.__getattr__":
@@ -687,11 +699,11 @@ def install_audit_hook(writable: list[str], hidden: list[str]) -> None:
         return not isinstance(f, (str, bytes, os.PathLike)) or os.fsdecode(f) == os.devnull or under(
             os.fsdecode(f), write_roots)
 
-    _guard_native(refuse, writable_path)
+    _guard_native(refuse, writable_path, may_run)
     sys.addaudithook(hook)
 
 
-def _guard_native(refuse, writable_path) -> None:
+def _guard_native(refuse, writable_path, may_run=None) -> None:
     """Replace the native ways out that raise no audit event (CPython 3.11, torch 2.13), before learner code.
 
     Starting a process (`_posixsubprocess.fork_exec`), signalling any
@@ -716,12 +728,31 @@ def _guard_native(refuse, writable_path) -> None:
         blocked.__name__ = what.rsplit(".", 1)[-1]
         return blocked
 
-    for module, name, what in ((_posixsubprocess, "fork_exec", "subprocess.fork_exec"),
-                               (subprocess, "_fork_exec", "subprocess.fork_exec"),
-                               (posix, "pidfd_open", "os.pidfd_open"), (os, "pidfd_open", "os.pidfd_open"),
+    def spawning(real):
+        """fork_exec(args, executable_list, ...): refused, except a Triton tool in Triton's shapes (may_run)."""
+        def spawn(*args, **kwargs):
+            if may_run is not None and len(args) > 1 and args[1] and all(may_run(e, args[0]) for e in args[1]):
+                return real(*args, **kwargs)
+            refuse("subprocess.fork_exec")
+
+        spawn.__name__ = "fork_exec"
+        return spawn
+
+    fork_exec = spawning(_posixsubprocess.fork_exec) if hasattr(_posixsubprocess, "fork_exec") else None
+    for module, name, what in ((posix, "pidfd_open", "os.pidfd_open"), (os, "pidfd_open", "os.pidfd_open"),
                                (signal, "pidfd_send_signal", "signal.pidfd_send_signal")):
         if hasattr(module, name):
             setattr(module, name, refusing(what))
+    for module, name in ((_posixsubprocess, "fork_exec"), (subprocess, "_fork_exec")):
+        if fork_exec is not None and hasattr(module, name):
+            setattr(module, name, fork_exec)
+    # The run's cap on CUDA memory (gpu.enter_cuda) is the allocator's per-process fraction: not the learner's
+    # to raise (torch.cuda is allowed by the policy; the private setter is refused there, and here).
+    cuda_memory = sys.modules.get("torch.cuda.memory")
+    for module, name in ((torch.cuda, "set_per_process_memory_fraction"), (cuda_memory, "set_per_process_memory_fraction"),
+                         (torch._C, "_cuda_setMemoryFraction"), (cuda_memory, "_set_allocator_settings")):
+        if module is not None and hasattr(module, name):
+            setattr(module, name, refusing(f"torch.cuda.{name.lstrip('_')}"))
     signal_c = sys.modules.get("_signal")
     if signal_c is not None and hasattr(signal_c, "pidfd_send_signal"):
         signal_c.pidfd_send_signal = refusing("signal.pidfd_send_signal")
@@ -868,6 +899,7 @@ def run_inmodel(mod, case: dict, tensors: dict) -> dict:
     model.swap(exercise, mod)
     model.eval()
     ids = tensors[case["args"][0]["t"]]
+    model.to(ids.device)  # on a CUDA check the decoder and your component run on the GPU too
     if extra["returns"] == "logits":
         with torch.no_grad():
             out = model(ids)
@@ -917,7 +949,18 @@ def _run_case(mod, case: dict, tensors: dict) -> dict:
             return tensors[spec["t"]].clone()
         return spec["v"] if isinstance(spec, dict) else spec
 
-    args = [value(a) for a in case["args"]]
+    views = (case.get("extra") or {}).get("views") or {}
+
+    def fresh() -> list:
+        """The call's arguments, fresh copies; a non-contiguous view where the case asks for one (triton_rmsnorm)."""
+        out = [value(a) for a in case["args"]]
+        for name, how in views.items():
+            if name in case["arg_names"]:
+                i = case["arg_names"].index(name)
+                out[i] = input_view(out[i], how)
+        return out
+
+    args = fresh()
     grad_names = case.get("grad_inputs", [])
     for name, i in zip(case["arg_names"], range(len(args))):
         if name in grad_names:
@@ -927,6 +970,8 @@ def _run_case(mod, case: dict, tensors: dict) -> dict:
         module = fn(*[value(a) for a in case["init"]])
         if not isinstance(module, torch.nn.Module):
             raise ContractError("wrong_type", f"{target}(...) built a {type_name(module)}, not an nn.Module")
+        if DEVICE != "cpu":  # as a user does: Module(...).to("cuda")
+            module.to(DEVICE)
         if case.get("module_dtype"):
             module.to(getattr(torch, case["module_dtype"]))
         for path, key in case["params"].items():
@@ -953,6 +998,7 @@ def _run_case(mod, case: dict, tensors: dict) -> dict:
         out = tuple_element(out, case["extra"]["tuple"], target)
     if not isinstance(out, torch.Tensor):
         raise ContractError("wrong_type", f"{target} returned {type_name(out)} instead of a tensor")
+    on_device(out, target)
     result = {"out": plain(out)}
     if case.get("upstream"):
         up = tensors[case["upstream"]]
@@ -984,12 +1030,32 @@ def _run_case(mod, case: dict, tensors: dict) -> dict:
     # backward, the same function or module instance is called again on fresh copies of the same
     # inputs; the parent compares the two outputs (dropout left active differs, a correct file cannot).
     if (case.get("extra") or {}).get("twice"):
-        again = call(*[value(a) for a in case["args"]])
+        again = call(*fresh())
         if case["extra"].get("tuple"):  # the same element of the tuple as the graded call's
             again = tuple_element(again, case["extra"]["tuple"], target)
         if isinstance(again, torch.Tensor):
             result["again"] = plain(again)
     return result
+
+
+def input_view(t: torch.Tensor, how: list) -> torch.Tensor:
+    """A case's non-contiguous view of an input, as the parent's spec drew it (specs/triton_rmsnorm.view):
+    ["narrow", d] = t[..., :d], ["rows", k] = t[::k], ["t"] = the transpose of the last two dims."""
+    kind = how[0] if how else None
+    if kind == "narrow":
+        return t[..., : int(how[1])]
+    if kind == "rows":
+        return t[:: int(how[1])]
+    if kind == "t":
+        return t.transpose(-2, -1)
+    raise ContractError("crashed", f"unknown input view {how!r} in the job")
+
+
+def on_device(out: torch.Tensor, target: str) -> None:
+    """On a CUDA check the output must live where the inputs did (a CPU tensor back means a silent copy)."""
+    if out.device.type != DEVICE:
+        raise ContractError("wrong_type", f"{target} returned a tensor on {out.device.type}, but its inputs are on "
+                                          f"{DEVICE}: keep the result on the inputs' device")
 
 
 def tuple_element(result, spec: dict, target: str):
@@ -1026,6 +1092,9 @@ def classify(exc: BaseException) -> dict:
         return {"status": "crashed", "message": f"raised SystemExit({exc.code!r})", "line": line, "source": source}
     if isinstance(exc, MemoryError) or "can't allocate memory" in text or "not enough memory" in text:
         return {"status": "memory_limit", "message": text[:300], "line": line, "source": source}
+    if DEVICE == "cuda" and _sibling("gpu").is_device_oom(exc):  # past the run's cap on device memory
+        return {"status": "memory_limit", "message": f"CUDA memory limit: {text.split('. ', 1)[0][:240]}",
+                "line": line, "source": source}
     return {
         "status": "exception",
         "type": type(exc).__name__,
@@ -1058,6 +1127,8 @@ def warm_up() -> None:
 def main() -> None:
     torch.set_num_threads(1)
     warm_up()
+    if OPTS.get("device") in ("cuda", "auto"):  # `drill check --device cuda`: overlaps the parent's work
+        _sibling("gpu").warm_cuda()
     serve(json.loads(sys.stdin.read()))
 
 
@@ -1077,6 +1148,7 @@ def serve(job: dict) -> None:
     _STATUS_FD.append(os.open(os.path.join(WORK, "status.jsonl"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
     tensors = torch.load(os.path.join(WORK, "inputs.pt"), weights_only=True)
     sys.modules.pop("__main__", None)  # the driver's globals are not reachable by name from the learner's code
+    tensors, tools = _enter_device(job, where["scratch"], tensors)
 
     sys.meta_path.insert(0, BlockDrill())
     trap_classes(job.get("forbidden_classes", []))
@@ -1087,7 +1159,7 @@ def serve(job: dict) -> None:
     block_paths(patterns)  # Python objects, not aten ops: not counted in kernels_blocked
     boxed = SANDBOX.get("sandbox") == "namespaces"  # /tmp and /dev/shm are private tmpfs only inside the sandbox
     writable = [where["scratch"], WORK] + (["/tmp", "/dev/shm"] if boxed else [])
-    install_audit_hook(writable, job.get("hidden", []))
+    install_audit_hook(writable, job.get("hidden", []), tools)
     record({"event": "sandbox", **{k: v for k, v in SANDBOX.items() if k != "fatal"}, "kernels_blocked": len(blocked),
             "audit_hook": True})
 
@@ -1148,6 +1220,38 @@ def serve(job: dict) -> None:
         entry = {"event": "audit", "name": job["audit"]["name"], "elapsed": time.perf_counter() - t0}
         record({**entry, "data": data} if failure is None else {**entry, "error": failure})
     _leave()
+
+
+LAUNCHES: list = []  # the Triton launch counter (gpu.count_launches), for the kernel-bandwidth audit
+
+
+def _enter_device(job: dict, scratch: str, tensors: dict) -> tuple[dict, dict]:
+    """The trusted phase of a CUDA or Triton job, before any trap or the learner's code: CUDA initialised and
+    capped, the inputs moved to the device, Triton prepared. Returns (inputs, the programs Triton may run).
+    A device that cannot be used ends the run here, recorded as such (the parent says it is not the file's fault).
+    """
+    global DEVICE
+    spec = job.get("device") or {}
+    triton = job.get("triton")
+    if spec.get("type") != "cuda" and not triton:
+        return tensors, {}
+    gpu = _sibling("gpu")
+    tools: dict = {}
+    try:
+        if spec.get("type") == "cuda":
+            seen = gpu.enter_cuda(int(spec.get("memory_mb", 2048)))
+            record(seen)
+            if seen.get("error"):
+                _leave()
+            DEVICE = "cuda"
+            tensors = {k: v.to("cuda") for k, v in tensors.items()}
+        if triton:
+            tools = gpu.prepare_triton(scratch, bool(triton.get("interpret")), DEVICE == "cuda")
+            LAUNCHES.append(gpu.count_launches())
+    except Exception as exc:  # noqa: BLE001 - a machine problem (no triton, no compiler), not the learner's
+        record({"event": "device", "device": spec.get("type", "cpu"), "error": f"{type(exc).__name__}: {exc}"[:300]})
+        _leave()
+    return tensors, tools
 
 
 def _leave() -> None:
@@ -1217,7 +1321,7 @@ def zygote() -> None:
     """
     torch.set_num_threads(1)
     warm_up()
-    for name in ("sandbox_child", "chain", "audit", "tiling"):  # loaded once here, inherited by every fork
+    for name in ("sandbox_child", "chain", "audit", "tiling", "gpu"):  # loaded once here, inherited by every fork
         _sibling(name)
     out = sys.stdout
     for line in sys.stdin:

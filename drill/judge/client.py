@@ -57,6 +57,7 @@ class Job:
     in_model: bool = False
     audit: bool = True
     policy: bool = True
+    device: str | None = None  # "cpu" | "cuda" | "auto"; None: the CPU, or CUDA for an exercise that needs it
 
 
 @dataclass
@@ -64,6 +65,7 @@ class _Run:
     jobs: list[Job]
     seeds: list[int]
     answers: dict[int, Any] = field(default_factory=dict)  # index -> Result or UserError
+    sent: list[int] = field(default_factory=list)  # the jobs a server request carries, in its items' order
 
 
 class ServerUnavailable(Exception):
@@ -122,7 +124,7 @@ def _in_process(run: _Run, todo: list[int], workers: int | None, pool: Any) -> N
         j = run.jobs[i]
         try:
             run.answers[i] = check_file(j.path, j.exercise, run.seeds[i], j.limits, strict=j.strict, pool=use_pool,
-                                        in_model=j.in_model, audit=j.audit, policy=j.policy)
+                                        in_model=j.in_model, audit=j.audit, policy=j.policy, device=j.device)
         except UserError as exc:
             run.answers[i] = exc
 
@@ -143,8 +145,12 @@ def _through_server(run: _Run, say: Callable[[str], None]) -> None:
     if why:
         raise ServerUnavailable(why)
     fp = server_dir.fingerprint()
-    items = [wire.item(os.path.abspath(j.path), j.exercise, run.seeds[i], j.limits or Limits(), strict=j.strict,
-                       in_model=j.in_model, audit=j.audit, policy=j.policy) for i, j in enumerate(run.jobs)]
+    run.sent = _servable(run, where, say)
+    if not run.sent:
+        return
+    items = [wire.item(os.path.abspath(run.jobs[i].path), run.jobs[i].exercise, run.seeds[i], run.jobs[i].limits or Limits(),
+                       strict=run.jobs[i].strict, in_model=run.jobs[i].in_model, audit=run.jobs[i].audit,
+                       policy=run.jobs[i].policy, device=run.jobs[i].device) for i in run.sent]
     request = wire.request("check", fp, items)
     for attempt in range(2):
         conn = connect(where)
@@ -161,12 +167,37 @@ def _through_server(run: _Run, say: Callable[[str], None]) -> None:
     raise ServerUnavailable("it keeps answering for another drill build")
 
 
+def _servable(run: _Run, where: Place, say: Callable[[str], None]) -> list[int]:
+    """The jobs to send: all of them, except checks needing CUDA when the server's status says it has none
+    (those are graded in this process, after one dim line). The status is asked only when a CUDA check is
+    among them (a running server answers in a millisecond; none running yet is started for it)."""
+    from drill.judge.devices import wants_cuda
+
+    everything = list(range(len(run.jobs)))
+    cuda = [i for i in everything if wants_cuda(run.jobs[i].path, run.jobs[i].exercise, run.jobs[i].device)]
+    if not cuda:
+        return everything
+    status = ask(where, "status")
+    if status is None:
+        start(where, say, reason="")
+        status = ask(where, "status")
+    deadline = time.monotonic() + READY_S
+    while status is not None and status.get("cuda") is None and time.monotonic() < deadline:
+        time.sleep(0.1)  # a server still importing torch does not know yet
+        status = ask(where, "status")
+    if status is not None and status.get("cuda") is True:
+        return everything
+    say("the grading server sees no CUDA device; grading the CUDA checks in this process")
+    return [i for i in everything if i not in cuda]
+
+
 def _exchange(conn: "_Conn", request: dict[str, Any], run: _Run) -> str:
     """Send the request and collect the answers into run.answers; "done" or "stale"."""
+    order = run.sent or list(range(len(run.jobs)))  # item index -> job index
     try:
         conn.send(request)
         while True:
-            kind, payload = wire.parse_reply(conn.line(SILENCE_S), len(run.jobs))
+            kind, payload = wire.parse_reply(conn.line(SILENCE_S), len(order))
             if kind == "alive":
                 continue
             if kind in ("done", "stale"):
@@ -175,10 +206,12 @@ def _exchange(conn: "_Conn", request: dict[str, Any], run: _Run) -> str:
                 raise ServerUnavailable(f"it refused the request ({payload})")
             if kind == "result":
                 i, result = payload
+                i = order[i]
                 result.file = str(run.jobs[i].path)  # the path as the learner typed it, as check_file reports it
                 run.answers[i] = result
             elif kind == "error":
                 i, message, where = payload
+                i = order[i]
                 run.answers[i] = UserError(message, _display(where, run.jobs[i].path))
             elif kind == "internal":
                 pass  # graded here instead, where the real error shows

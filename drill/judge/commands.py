@@ -91,22 +91,34 @@ def check(
         "--no-server",
         help="Grade in this process, without the warm grading server (as DRILL_NO_SERVER=1; see `drill server`).",
     )] = False,
+    device: Annotated[str | None, typer.Option(
+        "--device", help="Where your code, its inputs and the reference run: cpu (default), cuda (the reference's "
+        "fused CUDA kernels; --memory-mb then caps GPU memory too) or auto (cuda when torch sees a GPU). "
+        "CUDA-only exercises (triton_rmsnorm) always run on cuda.")] = None,
 ) -> None:
     """`drill check` (its help is CHECK_HELP)."""
     from drill.judge.batch import expand
+    from drill.judge.devices import check_choice
     from drill.judge.runner import Limits
 
     limits = Limits(timeout_s=timeout, cpu_s=cpu_time, memory_mb=memory_mb)
     with user_errors():  # every usage problem is reported before any grading starts
+        device = check_choice(device)
         items = expand(files, canonical_exercise(exercise, graded=True) if exercise is not None else None)
         if watch_mode and json_out:
             raise UserError("--watch and --json cannot be combined")
     # A folder always ends with its summary table, even when it holds one exercise file.
     summary = len(items) > 1 or any(f.is_dir() for f in files)
+    if device == "cuda" and (watch_mode or summary):  # one line before watching or grading many files
+        from drill.judge.devices import require_cuda
+
+        with user_errors():
+            require_cuda()
     if in_model and not summary:
         with user_errors():
             _check_in_model(items[0])
-    opts = {"seed": seed, "limits": limits, "strict": strict, "in_model": in_model, "audit": not no_audit}
+    opts = {"seed": seed, "limits": limits, "strict": strict, "in_model": in_model, "audit": not no_audit,
+            "device": device}
     if no_server:
         opts["use_server"] = False
     out = Console(highlight=False)

@@ -129,6 +129,45 @@ ALLOWED_SUMMARY = (
 )
 
 
+# Packages one exercise may import beyond ALLOWED_IMPORTS (its index entry's `imports`), and nowhere else:
+# a Triton kernel needs `triton` and `triton.language`, but only a CUDA-only exercise can launch one, and
+# every package allowed is more API this blocklist has to fence. `exempt`: names refused everywhere else
+# that the package's ordinary use needs, allowed only on a name the file bound by importing it
+# (`triton.jit`, `tl.load`; `torch.jit` and `torch.load` stay refused). `blocked`: the package's own ways
+# out, refused on any object in such a file (triton.knobs can swap the compiler hook, triton.runtime loads
+# binaries, triton.backends and triton.tools run compilers and drivers).
+EXTRA_IMPORTS: dict[str, dict] = {
+    "triton": {
+        "modules": ("triton", "triton.language"),
+        "prefixes": ("triton.language.",),
+        "exempt": frozenset({"jit", "load"}),
+        "blocked": frozenset({"knobs", "runtime", "backends", "tools", "instrumentation", "experimental", "driver",
+                              "build", "set_allocator"}),
+    },
+}
+
+
+@dataclass(frozen=True)
+class Profile:
+    """What one exercise adds to the policy (built from its `imports`)."""
+
+    modules: frozenset[str] = frozenset()
+    prefixes: tuple[str, ...] = ()
+    exempt: frozenset[str] = frozenset()
+    blocked: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, packages: tuple[str, ...] | list[str] = ()) -> "Profile":
+        parts = [EXTRA_IMPORTS[p] for p in packages]
+        return cls(frozenset(m for part in parts for m in part["modules"]),
+                   tuple(x for part in parts for x in part["prefixes"]),
+                   frozenset(x for part in parts for x in part["exempt"]),
+                   frozenset(x for part in parts for x in part["blocked"]))
+
+    def imports(self, module: str) -> bool:
+        return module in self.modules or module.startswith(self.prefixes) if self.modules else False
+
+
 @dataclass(frozen=True)
 class Violation:
     """One refused construct: where, what, and the line as written (clipped)."""
@@ -145,8 +184,9 @@ class Violation:
         return f"{path}:{self.line}: {self.what}{extra}{quoted} — {ALLOWED_SUMMARY}"
 
 
-def import_allowed(module: str) -> bool:
-    return module in ALLOWED_IMPORTS or module.startswith(_ALLOWED_PREFIXES)
+def import_allowed(module: str, profile: Profile | None = None) -> bool:
+    return module in ALLOWED_IMPORTS or module.startswith(_ALLOWED_PREFIXES) or (
+        profile is not None and profile.imports(module))
 
 
 def _is_main_guard(node: ast.stmt) -> bool:
@@ -238,10 +278,24 @@ def _chain_root(node: ast.AST) -> str | None:
     return node.id if isinstance(node, ast.Name) else None
 
 
+def _extra_roots(tree: ast.AST, profile: Profile) -> set[str]:
+    """Names the file bound by importing one of the profile's own modules (`import triton`, `import triton as tr`)."""
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if profile.imports(a.name):
+                    out.add(a.asname or a.name.split(".")[0])
+    return out
+
+
 class _Checker(ast.NodeVisitor):
-    def __init__(self, defined: set[str], modules: set[str] | None = None) -> None:
+    def __init__(self, defined: set[str], modules: set[str] | None = None, profile: Profile | None = None,
+                 extra_roots: set[str] | None = None) -> None:
         self.defined = defined
         self.modules = modules or set()
+        self.profile = profile or Profile()
+        self.extra_roots = extra_roots or set()
         self.found: list[tuple[int, str]] = []
         self._allowed_refs: set[int] = set()  # id() of Name nodes used as the callee of an allowed call
 
@@ -251,7 +305,7 @@ class _Checker(ast.NodeVisitor):
     # -- imports -------------------------------------------------------------
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
-            if not import_allowed(alias.name):
+            if not import_allowed(alias.name, self.profile):
                 self.flag(node, f"`import {alias.name}` is not allowed")
         self.generic_visit(node)
 
@@ -259,16 +313,17 @@ class _Checker(ast.NodeVisitor):
         module = node.module or ""
         if node.level:
             self.flag(node, "relative imports are not allowed (a solution is one self-contained file)")
-        elif not import_allowed(module):
+        elif not import_allowed(module, self.profile):
             self.flag(node, f"`from {module} import ...` is not allowed")
         else:
             for alias in node.names:
                 if alias.name == "*":
                     self.flag(node, f"`from {module} import *` is not allowed (import the names you use)")
                     continue
-                why = self._attr_problem(alias.name, on_module=True)
+                own = self.profile.imports(module) and alias.name in self.profile.exempt
+                why = None if own else self._attr_problem(alias.name, on_module=True)
                 full = f"{module}.{alias.name}"
-                if why is not None and not import_allowed(full):
+                if why is not None and not import_allowed(full, self.profile):
                     self.flag(node, f"`from {module} import {alias.name}`: {why}")
         self.generic_visit(node)
 
@@ -287,7 +342,9 @@ class _Checker(ast.NodeVisitor):
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         store = not isinstance(node.ctx, ast.Load)
-        why = self._attr_problem(node.attr, store=store, on_module=self._on_module(node.value))
+        exempt = (not store and node.attr in self.profile.exempt and isinstance(node.value, ast.Name)
+                  and node.value.id in self.extra_roots)  # `triton.jit`, read straight off the import
+        why = None if exempt else self._attr_problem(node.attr, store=store, on_module=self._on_module(node.value))
         if why is not None:
             self.flag(node, f"`.{node.attr}`: {why}")
         self.generic_visit(node)
@@ -313,7 +370,7 @@ class _Checker(ast.NodeVisitor):
     def _attr_problem(self, attr: str, store: bool = False, on_module: bool = False) -> str | None:
         """Why `<obj>.attr` is refused, or None. `on_module`: the object may be a module (rooted at an import),
         whose privates are refused even when the file defines a name like them (`collections._sys`)."""
-        if attr in BLOCKED_ATTRS:
+        if attr in BLOCKED_ATTRS or attr in self.profile.blocked:
             return "not needed by a solution and not allowed"
         if attr in _STDLIB:
             return f"reaches the `{attr}` module, which is not allowed"
@@ -335,12 +392,16 @@ def _is_dunder(name: str) -> bool:
     return len(name) > 4 and name.startswith("__") and name.endswith("__")
 
 
-def check_source(source: str, filename: str = "<learner>") -> list[Violation]:
-    """Every violation of the policy in `source`, in line order (empty: allowed). SyntaxError propagates."""
+def check_source(source: str, filename: str = "<learner>", extra: tuple[str, ...] = ()) -> list[Violation]:
+    """Every violation of the policy in `source`, in line order (empty: allowed). SyntaxError propagates.
+
+    `extra`: the exercise's additional packages (`EXTRA_IMPORTS` keys, the index entry's `imports`).
+    """
     tree = ast.parse(source, filename=filename)
     lines = source.splitlines()
     skip_main = not _rebinds_name(tree)
-    checker = _Checker(_defined_names(tree), _module_names(tree))
+    profile = Profile.of(extra)
+    checker = _Checker(_defined_names(tree), _module_names(tree), profile, _extra_roots(tree, profile))
     for stmt in tree.body:
         if skip_main and _is_main_guard(stmt):
             checker.visit(stmt.test)
@@ -359,9 +420,9 @@ def check_source(source: str, filename: str = "<learner>") -> list[Violation]:
     return out
 
 
-def first_violation(source: str, path: str | Path) -> str | None:
+def first_violation(source: str, path: str | Path, extra: tuple[str, ...] = ()) -> str | None:
     """The one-line `policy_violation` detail for a refused file, or None when the file is allowed."""
-    found = check_source(source, str(path))
+    found = check_source(source, str(path), extra)
     if not found:
         return None
     return found[0].detail(path, more=len(found) - 1)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from drill.judge.runner import (
+    CUDA_HOST_MB,
     OUTPUT_CAP_BYTES,
     POLL_S,
     STARTUP_GRACE_S,
@@ -117,6 +118,18 @@ class PooledChild(Child):
         self.pid: int | None = None
         self._buf = b""
 
+    def use_device(self, device: str) -> None:
+        """A forked run enters its sandbox when its job arrives: on CUDA the spec gains the GPU's nodes and /sys.
+        (The fork server itself never initialises CUDA, which a fork could not inherit.)"""
+        from drill.judge import sandbox
+
+        if device == "cuda":
+            self.host_extra_mb = CUDA_HOST_MB
+        if device == "cuda" and self.spec is not None and not self.gpu:
+            self.gpu = True
+            self.spec = sandbox.spec(self.root / "newroot", self.pool.entry.parent, self.workdir, self.learner_copy,
+                                     self.limits.timeout_s + 10.0, gpu=True)
+
     def send(self, job: dict[str, Any], tensors: dict[str, Any]) -> None:
         import torch
 
@@ -125,7 +138,8 @@ class PooledChild(Child):
         request = {
             "job": self._job(job),
             "scratch": str(self.scratch),
-            "limits": {"cpu": max(1, int(round(self.limits.cpu_s))), "data": int(self.limits.memory_mb) * 2**20,
+            "limits": {"cpu": max(1, int(round(self.limits.cpu_s))),
+                       "data": (int(self.limits.memory_mb) + self.host_extra_mb) * 2**20,
                        "fsize": OUTPUT_CAP_BYTES, "nproc": self.limits.processes if self.spec else 0},
             "sandbox": self.spec,
             "sandbox_off": self.sandbox_why,

@@ -43,6 +43,9 @@ class Exercise:
     device: "cuda" for an exercise that can only be graded on a GPU (the mock
     never picks it without one, `drill check` refuses it in one line).
     wave: 1 for the first exercises, 2 for those of exercises/README.md's Wave 2.
+    imports: packages this exercise's files may import beyond the policy's
+    usual list (layer 1, `policy.EXTRA_IMPORTS`): "triton" for a Triton
+    kernel exercise, whose child may then also run Triton's compiler tools.
     """
 
     name: str
@@ -57,6 +60,7 @@ class Exercise:
     defaults: dict[str, Any] = field(default_factory=dict)
     device: str = "any"
     wave: int = 1
+    imports: tuple[str, ...] = ()
 
     @property
     def spec_module(self) -> str:
@@ -124,6 +128,10 @@ INDEX: tuple[Exercise, ...] = (
     Exercise("rmsnorm_backward", ("rmsnorm_backward",),
              "RMSNorm's backward pass by hand: grad_x and grad_weight, no autograd",
              "training", "medium", ("normalization",), "good_closed_form.py", defaults={"eps": 1e-6}, wave=2),
+    Exercise("triton_rmsnorm", ("rms_norm",),
+             "RMSNorm as a @triton.jit kernel and its launcher: any width, fp32/fp16/bf16, strided inputs",
+             "kernels", "hard", ("normalization", "flash"), "good_one_row_per_program.py",
+             defaults={"eps": 1e-6}, device="cuda", imports=("triton",), wave=2),
 )
 
 _BY_NAME: dict[str, Exercise] = {e.name: e for e in INDEX}
@@ -156,8 +164,13 @@ def bench_names() -> tuple[str, ...]:
 
 
 def device_available(exercise: Exercise) -> bool:
-    """Whether `exercise` can be graded on this machine (imports torch only for a CUDA-only one)."""
-    if exercise.device == "any":
+    """Whether `exercise` can be graded on this machine (imports torch only for a CUDA-only one).
+
+    A Triton exercise also can without a GPU under DRILL_TRITON_INTERPRET=1 (values through Triton's
+    interpreter, drill/judge/devices.py)."""
+    from drill.judge.devices import interpreting
+
+    if exercise.device == "any" or interpreting(exercise):
         return True
     import torch
 

@@ -59,7 +59,7 @@ from typing import Any
 CHILD_SCRIPT = Path(__file__).with_name("child.py")
 # The driver and its torch-only siblings, copied next to every run (the child never imports drill), as
 # paths relative to this folder: audit.py loads the shared storage counter from its own folder there.
-DRIVER_FILES = ("child.py", "chain.py", "audit.py", "tiling.py", "sandbox_child.py", "../storage_bytes.py")
+DRIVER_FILES = ("child.py", "chain.py", "audit.py", "tiling.py", "sandbox_child.py", "gpu.py", "../storage_bytes.py")
 WORK_CAP_BYTES = 512 * 2**20  # the protocol and scratch folders (outputs, printed output, files) of one run, together
 _OWN_PIDS: set[int] = set()  # processes this module started on purpose (children, fork servers)
 _OWN_LOCK = threading.Lock()
@@ -106,6 +106,11 @@ TOKEN_VAR = "DRILL_JUDGE_TOKEN"
 STARTUP_GRACE_S = 120.0  # import torch on a loaded machine; not the learner's time
 POLL_S = 0.05
 OUTPUT_CAP_BYTES = 64 * 2**20  # RLIMIT_FSIZE: printed output and saved tensors
+# Host memory a CUDA child needs beyond the learner's allowance, added to RLIMIT_DATA and the RSS poll on
+# CUDA checks only: the CUDA context and the resident pages of torch's CUDA libraries (cuBLAS, cuDNN;
+# drill/bench/README.md measured "1-3 GB of host memory" for a CUDA child). To be measured on a GPU
+# (benchmarks/gpu_check.sh); the device memory itself is capped in the child at --memory-mb.
+CUDA_HOST_MB = 3072
 
 
 def child_env(token: str) -> dict[str, str]:
@@ -148,14 +153,15 @@ class RunOutcome:
         return any(e.get("event") == "done" for e in self.events)
 
 
-def _limit_args(limits: Limits) -> list[str]:
+def _limit_args(limits: Limits, extra_mb: int = 0) -> list[str]:
     """The child sets these rlimits on itself first thing, before importing torch.
 
     (Not a preexec_fn: that is unsafe when the parent has threads, and the
     child script is our code, so it can lower its own hard limits just as well.)
+    `extra_mb`: CUDA_HOST_MB for a child that may use CUDA.
     """
     cpu = max(1, int(round(limits.cpu_s)))
-    return [f"--cpu={cpu}", f"--data={int(limits.memory_mb) * 2**20}", f"--fsize={OUTPUT_CAP_BYTES}"]
+    return [f"--cpu={cpu}", f"--data={(int(limits.memory_mb) + extra_mb) * 2**20}", f"--fsize={OUTPUT_CAP_BYTES}"]
 
 
 class Child:
@@ -167,7 +173,11 @@ class Child:
     script, as before, with the same limits, sweep and deadline.
     """
 
-    def __init__(self, limits: Limits, script: Path | None = None, learner: Path | None = None) -> None:
+    def __init__(self, limits: Limits, script: Path | None = None, learner: Path | None = None,
+                 device: str = "cpu") -> None:
+        """`device` ("cpu", "cuda", "auto"): what the grader's child warms up before its job arrives, and
+        whether its sandbox shows the GPU (the single run enters the sandbox at start, before the device is
+        settled; see `use_device`)."""
         from drill.judge import sandbox
 
         self.limits = limits
@@ -187,13 +197,17 @@ class Child:
             entry = copy_driver(self.root / "driver")
             extra = []
             self.sandbox_mode, self.sandbox_why = sandbox.mode()
+            self.gpu = device != "cpu"
             if self.sandbox_mode == "namespaces" and self.learner_copy is not None:
                 self.spec = sandbox.spec(self.root / "newroot", entry.parent, self.workdir, self.learner_copy,
-                                         STARTUP_GRACE_S + limits.timeout_s + 10.0)
+                                         STARTUP_GRACE_S + limits.timeout_s + 10.0, gpu=self.gpu)
                 spec_file = self.root / "sandbox.json"
                 spec_file.write_text(json.dumps(self.spec), encoding="utf-8")
                 extra.append(f"--sandbox={spec_file}")
-            cmd = _grader_command(entry, _limit_args(limits), *extra)
+            if device != "cpu":
+                extra.append(f"--device={device}")  # the child initialises CUDA while the parent prepares
+                self.host_extra_mb = CUDA_HOST_MB
+            cmd = _grader_command(entry, _limit_args(limits, self.host_extra_mb), *extra)
         self.proc = subprocess.Popen(
             cmd,
             stdin=subprocess.PIPE,
@@ -213,6 +227,14 @@ class Child:
         self._working_since: float | None = None  # latched: deleting the status file never moves the deadline
         self.sandbox_mode, self.sandbox_why = "off", "not requested"
         self.spec: dict[str, Any] | None = None
+        self.gpu = False  # the sandbox spec shows the GPU's device nodes and /sys
+        self.host_extra_mb = 0  # CUDA_HOST_MB on a child that may use CUDA
+
+    def use_device(self, device: str) -> None:
+        """The settled device ("cpu" or "cuda"). A single run's sandbox was built at start from the hint it was
+        given (check.py passes "cuda" or "auto" whenever CUDA may be used), so only a mismatch is an error."""
+        if device == "cuda" and self.spec is not None and not self.gpu:
+            raise RuntimeError("a CUDA check needs a child started with device='cuda' or 'auto'")
 
     # -- job ---------------------------------------------------------------
 
@@ -253,7 +275,7 @@ class Child:
 
     def _limit_hit(self, pid: int, now: float) -> str | None:
         hit = self._deadline_hit(now)
-        if hit is None and self._rss_bytes(pid) > self.limits.memory_mb * 2**20:
+        if hit is None and self._rss_bytes(pid) > (self.limits.memory_mb + self.host_extra_mb) * 2**20:
             hit = "memory_limit"
         if hit is None and self.strict and self._work_bytes() > WORK_CAP_BYTES:
             hit = "disk_limit"

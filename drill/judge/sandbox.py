@@ -125,12 +125,29 @@ def _read_only_roots(paths: list[str]) -> list[str]:
     return keep
 
 
-def spec(root: Path, driver: Path, work: Path, learner_copy: Path, hard_timeout_s: float) -> dict[str, Any]:
-    """The child's mount plan (see sandbox_child.enter). `root` is an empty folder of the run's own."""
+def gpu_library_dirs() -> list[str]:
+    """Folders outside the system roots that a CUDA process may load its driver from: LD_LIBRARY_PATH's entries
+    and the usual driver mounts of containers. Read-only binds; those under /usr, /lib, /opt are bound anyway."""
+    found = []
+    for p in [*os.environ.get("LD_LIBRARY_PATH", "").split(":"), "/usr/local/nvidia", "/run/nvidia/driver"]:
+        if p and os.path.isabs(p) and os.path.isdir(p):
+            found.append(os.path.realpath(p))
+    return found
+
+
+def spec(root: Path, driver: Path, work: Path, learner_copy: Path, hard_timeout_s: float, *,
+         gpu: bool = False) -> dict[str, Any]:
+    """The child's mount plan (see sandbox_child.enter). `root` is an empty folder of the run's own.
+
+    `gpu` (a check on CUDA): the driver's library folders are bound read-only too, and the child mounts
+    the GPU's device nodes and /sys (read-only, without its sub-mounts): CUDA's initialisation fails with
+    CUDA_ERROR_OPERATING_SYSTEM when /sys is missing. Untested on CPU machines: a small path, reviewed.
+    """
     inside_learner = f"/sandbox/learner/{learner_copy.name}"
     return {
         "root": str(root),
-        "ro": _read_only_roots(site_paths()),
+        "ro": _read_only_roots(site_paths() + (gpu_library_dirs() if gpu else [])),
+        "gpu": bool(gpu),
         "files": {inside_learner: str(learner_copy)},
         "rw": {INSIDE_WORK: str(work)},
         "ro_dirs": {INSIDE_DRIVER: str(driver)},

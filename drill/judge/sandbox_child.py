@@ -144,12 +144,31 @@ def _build_root(spec: dict) -> str:
     os.makedirs(root + "/dev/shm", exist_ok=True)
     for dev in ("null", "zero", "full", "random", "urandom"):
         _bind(f"/dev/{dev}", f"{root}/dev/{dev}", writable=True)
-    for name in sorted(os.listdir("/dev")):  # CUDA device nodes, when there is a GPU
-        if name.startswith("nvidia"):
-            _bind(f"/dev/{name}", f"{root}/dev/{name}", writable=True)
+    if spec.get("gpu"):
+        _gpu_view(root)
     _mount(f"{scratch}/shm", root + "/dev/shm", None, MS_BIND)
     os.makedirs(root + "/proc", exist_ok=True)
     return root
+
+
+def _gpu_view(root: str) -> None:
+    """What a CUDA process needs inside the view (a check on CUDA only; untestable without a GPU, keep it small).
+
+    - the NVIDIA device nodes (/dev/nvidiactl, /dev/nvidia0.., /dev/nvidia-uvm, /dev/nvidia-caps/): bound from
+      the host's /dev, so they stay usable device files (a node made on our nodev tmpfs would not be), and
+      writable, since CUDA opens them read-write; they give access to the GPU and nothing else;
+    - /sys, because the driver reads /sys/module/nvidia and /sys/bus/pci/devices at cuInit: a fresh sysfs,
+      read-only, which has none of the host's sub-mounts (cgroup, debugfs, bpf, securityfs); the kernel allows
+      it in our user namespace as we own a network namespace (a bind of the host's /sys would need MS_REC in a
+      user namespace, and bring those sub-mounts along writable);
+    - /proc/driver/nvidia comes with the namespace's own /proc.
+    The driver's libraries are under the read-only system roots or in `sandbox.gpu_library_dirs()`.
+    """
+    for name in sorted(os.listdir("/dev")):
+        if name.startswith("nvidia"):
+            _bind(f"/dev/{name}", f"{root}/dev/{name}", writable=True)
+    os.makedirs(root + "/sys", exist_ok=True)
+    _mount("sysfs", root + "/sys", "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
 
 
 def _pivot(root: str) -> None:

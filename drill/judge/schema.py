@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import textwrap
 
-VERSION = 2  # 2: adds "version" and "layers" (issue 13); 1 was the unversioned document
+VERSION = 3  # 3: adds "device" and "reference_backend" (issue 17); 2: "version" and "layers" (issue 13)
 
 TOP_FIELDS: tuple[str, ...] = (
     "version", "exercise", "file", "status", "seed", "elapsed_s", "tests_passed", "tests_total", "max_abs_err",
-    "max_rel_err", "tests", "diagnosis", "advisories", "audit", "layers",
+    "max_rel_err", "tests", "diagnosis", "advisories", "audit", "layers", "device", "reference_backend",
 )
 TEST_FIELDS: tuple[str, ...] = ("name", "status", "message", "max_abs_err", "max_rel_err")
 DIAGNOSIS_FIELDS: tuple[str, ...] = ("id", "title", "why", "fix", "detail", "partial")

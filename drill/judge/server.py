@@ -115,6 +115,7 @@ class Server:
         self.inode: int | None = None
         self.hardened: dict[str, bool] = {}
         self.warm = threading.Event()
+        self._cuda: bool | None = None  # torch.cuda.is_available() here, asked on first need
         self.removals: queue.Queue = queue.Queue()
         # Started by serve_forever, joined by _drain: a server that never serves must be able to exit.
         self.remover = threading.Thread(target=self._remover, name="drill-remove", daemon=True)
@@ -179,6 +180,7 @@ class Server:
             from drill.paths import exercises_dir
 
             torch.set_num_threads(1)
+            self.cuda()
             for name in registry.graded_names():
                 registry.load_spec(name)
             starter = exercises_dir() / "rmsnorm.py"
@@ -313,10 +315,21 @@ class Server:
                     self.active -= 1
                     self.last_active = time.monotonic()
 
+    def cuda(self) -> bool:
+        """Does torch see a CUDA device in this process? Asked once (imports torch; the fork servers never
+        initialise CUDA, so asking here poisons nothing: this process only starts them with fork+exec)."""
+        if self._cuda is None:
+            import torch
+
+            self._cuda = bool(torch.cuda.is_available())
+        return self._cuda
+
     def status(self) -> dict[str, Any]:
+        cuda = self._cuda  # None until the warm-up has imported torch (never blocks a status answer on it)
         with self.lock:
             idle = 0.0 if self.active else time.monotonic() - self.last_active
             return {"pid": os.getpid(), "fingerprint": self.fingerprint, "started": self.started, "checks": self.checks,
+                    "cuda": cuda,
                     "active": self.active, "idle_s": round(idle, 1), "idle_limit_s": self.idle_s,
                     "workers": self.workers, "pools": self.n_pools, "warm": self.warm.is_set(),
                     "dumpable": _dumpable(), "hardened": dict(self.hardened), "socket": str(self.place.socket)}
@@ -355,11 +368,15 @@ class Server:
 
         if tracker.cancelled.is_set():
             return "internal", "cancelled"
+        from drill.judge.devices import wants_cuda
+
+        if wants_cuda(it["path"], it["exercise"], it["device"]) and not self.cuda():
+            return "internal", "this grading server sees no CUDA device"  # the client grades it itself
         pool = self._take_pool()
         try:
             result = check_file(Path(it["path"]), it["exercise"], it["seed"], wire.item_limits(it), strict=it["strict"],
                                 pool=_TrackingPool(pool, tracker), in_model=it["in_model"], audit=it["audit"],
-                                policy=it["policy"])
+                                policy=it["policy"], device=it["device"])
             with self.lock:
                 self.checks += 1
             return "result", wire.result_to_wire(result)

@@ -13,8 +13,11 @@ One request per connection, one JSON object per line, each way:
 
 ITEM = {"path": absolute path, "exercise": str | null, "seed": int,
 "limits": {timeout_s, cpu_s, memory_mb, processes}, "strict", "in_model",
-"audit", "policy": bool}. The client draws the seed, so a check that falls
-back to the in-process path replays the same cases.
+"audit", "policy": bool, "device": "cpu" | "cuda" | "auto" | null}. The
+client draws the seed, so a check that falls back to the in-process path
+replays the same cases. The device is part of the request: a server whose
+status says `"cuda": false` is never sent a check that needs CUDA (the
+client grades that one itself), and refuses one if it is.
 
 Everything read from the other side goes through `parse_request` or
 `result_from_wire`: unknown or mistyped fields, oversized strings and lists
@@ -29,10 +32,11 @@ import math
 from typing import Any
 
 from drill.judge.check import Result, TestResult
+from drill.judge.devices import CHOICES as DEVICES
 from drill.judge.runner import Limits
 from drill.judge.spec import Diagnosis
 
-VERSION = 1
+VERSION = 2  # 2: items carry the device, results the device and reference backend (issue 17)
 MAX_LINE_BYTES = 32 * 2**20  # one result line; a result with every test is far below this
 MAX_ITEMS = 1000
 MAX_TESTS = 20000
@@ -82,11 +86,12 @@ def _finite(value: Any) -> Any:
 
 
 def item(path: str, exercise: str | None, seed: int, limits: Limits, *, strict: bool = False, in_model: bool = False,
-         audit: bool = True, policy: bool = True) -> dict[str, Any]:
+         audit: bool = True, policy: bool = True, device: str | None = None) -> dict[str, Any]:
     return {"path": path, "exercise": exercise, "seed": int(seed),
             "limits": {"timeout_s": float(limits.timeout_s), "cpu_s": float(limits.cpu_s),
                        "memory_mb": int(limits.memory_mb), "processes": int(limits.processes)},
-            "strict": bool(strict), "in_model": bool(in_model), "audit": bool(audit), "policy": bool(policy)}
+            "strict": bool(strict), "in_model": bool(in_model), "audit": bool(audit), "policy": bool(policy),
+            "device": device}
 
 
 def request(op: str, fingerprint: str, items: list[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -115,7 +120,7 @@ def parse_request(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def _item(it: Any) -> None:
-    _keys(it, {"path", "exercise", "seed", "limits", "strict", "in_model", "audit", "policy"}, set(), "item")
+    _keys(it, {"path", "exercise", "seed", "limits", "strict", "in_model", "audit", "policy", "device"}, set(), "item")
     path = _text(it["path"], "path", 4096)
     if not path.startswith("/") or "\0" in path:
         raise WireError("path must be absolute")
@@ -134,6 +139,8 @@ def _item(it: Any) -> None:
     for key in ("strict", "in_model", "audit", "policy"):
         if not isinstance(it[key], bool):
             raise WireError(f"{key} must be true or false")
+    if it["device"] is not None and it["device"] not in DEVICES:
+        raise WireError(f"device must be one of {', '.join(DEVICES)} or null")
 
 
 def item_limits(it: dict[str, Any]) -> Limits:
@@ -158,13 +165,15 @@ def result_to_wire(result: Result) -> dict[str, Any]:
         "diagnosis_detail": result.diagnosis_detail, "diagnosis_partial": result.diagnosis_partial,
         "advisories": list(result.advisories), "audit": list(result.audit), "elapsed_s": float(result.elapsed_s),
         "output_tail": result.output_tail, "layers": dict(result.layers), "unmeasured": result.unmeasured,
+        "device": result.device, "reference_backend": result.reference_backend,
     }
 
 
 def result_from_wire(doc: Any) -> Result:
     """A `Result` rebuilt from the server's document; WireError if any field is missing or mistyped."""
     _keys(doc, {"exercise", "file", "status", "seed", "tests", "diagnosis", "diagnosis_detail", "diagnosis_partial",
-                "advisories", "audit", "elapsed_s", "output_tail", "layers", "unmeasured"}, set(), "result")
+                "advisories", "audit", "elapsed_s", "output_tail", "layers", "unmeasured", "device",
+                "reference_backend"}, set(), "result")
     if doc["status"] not in STATUSES:
         raise WireError("bad result status")
     if not _is_int(doc["seed"]):
@@ -210,6 +219,7 @@ def result_from_wire(doc: Any) -> Result:
         diagnosis_detail=_text(doc["diagnosis_detail"], "diagnosis_detail"), diagnosis_partial=doc["diagnosis_partial"],
         advisories=list(doc["advisories"]), audit=list(doc["audit"]), elapsed_s=float(doc["elapsed_s"]),
         output_tail=_text(doc["output_tail"], "output_tail"), layers=dict(layers), unmeasured=doc["unmeasured"],
+        device=_text(doc["device"], "device", 500), reference_backend=_text(doc["reference_backend"], "reference_backend", 5000),
     )
 
 

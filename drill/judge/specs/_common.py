@@ -77,20 +77,64 @@ class Draw:
         return self.normal(out_features, in_features, dtype=dtype, scale=in_features**-0.5)
 
 
+class _Device(threading.local):
+    name = "cpu"
+
+
+_DEVICE = _Device()
+
+
+class reference_device:
+    """Compute `reference_with_grads` expectations on `device` ("cpu" or "cuda") inside this block, this thread.
+
+    `drill check --device cuda` grades against the reference run on the GPU, i.e. its fused CUDA kernels
+    (SDPA flash / memory-efficient / cuDNN, F.rms_norm); inputs are drawn on the CPU (seeded) and copied
+    there, results come back to the CPU for the comparison. TF32 is switched off for CUDA matmuls (it is
+    off by default; a TF32 reference would be off by ~1e-3 in fp32). Thread-local: `drill check DIR` grades
+    several files at once.
+    """
+
+    def __init__(self, device: str) -> None:
+        self.device = device
+
+    def __enter__(self) -> str:
+        self.before = _DEVICE.name
+        if self.device == "cuda":
+            torch.backends.cuda.matmul.allow_tf32 = False
+            torch.backends.cudnn.allow_tf32 = False
+        _DEVICE.name = self.device
+        return self.device
+
+    def __exit__(self, *exc: object) -> None:
+        _DEVICE.name = self.before
+
+
+def reference_on() -> str:
+    """The device `reference_with_grads` computes on in this thread ("cpu" unless in a `reference_device`)."""
+    return _DEVICE.name
+
+
 def reference_with_grads(case: Case, forward: Callable[..., torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Run `forward(**inputs, **params)` in fp32 and, if the case wants them, backprop `upstream`.
 
-    Inputs (case.args) and params are upcast to fp32 copies; grads come back
-    keyed "input:<name>" / "param:<path>" as the child names them.
+    Inputs (case.args) and params are upcast to fp32 copies, on the `reference_device` (the CPU unless a
+    check grades on CUDA); grads come back keyed "input:<name>" / "param:<path>" as the child names them.
+    Everything returned is on the CPU.
     """
+    dev = _DEVICE.name
+    place = (lambda t: t) if dev == "cpu" else (lambda t: t.to(dev))
+    home = (lambda t: t) if dev == "cpu" else (lambda t: t.cpu())
     wants = case.wants_grads
     args = {}
     for name, value in case.args.items():
         if isinstance(value, torch.Tensor) and value.is_floating_point():
-            value = value.detach().float().clone().requires_grad_(wants and name in case.grad_inputs)
+            value = place(value.detach().float()).clone().requires_grad_(wants and name in case.grad_inputs)
+        elif isinstance(value, torch.Tensor):
+            value = place(value)
         args[name] = value
     params = {
-        path: t.detach().float().clone().requires_grad_(wants and case.grad_params) for path, t in case.params.items()
+        path: place(t.detach().float()).clone().requires_grad_(wants and case.grad_params)
+        for path, t in case.params.items()
     }
     out = forward(args, params)
     grads: dict[str, torch.Tensor] = {}
@@ -98,13 +142,13 @@ def reference_with_grads(case: Case, forward: Callable[..., torch.Tensor]) -> tu
         # sum(out * upstream) has exactly the gradient `upstream`; unlike
         # out.backward(upstream) it does not import torch.fx's symbolic_shapes
         # (0.5 s measured on torch 2.13), which matters for `drill check` start-up.
-        (out * case.upstream.float()).sum().backward()
+        (out * place(case.upstream.float())).sum().backward()
         for name in case.grad_inputs:
-            grads["input:" + name] = args[name].grad.detach().clone()
+            grads["input:" + name] = home(args[name].grad.detach().clone())
         if case.grad_params:
             for path, t in params.items():  # a parameter the output does not depend on has gradient zero
-                grads["param:" + path] = t.grad.detach().clone() if t.grad is not None else torch.zeros_like(t)
-    return out.detach(), grads
+                grads["param:" + path] = home(t.grad.detach().clone() if t.grad is not None else torch.zeros_like(t))
+    return home(out.detach()), grads
 
 
 class one_thread:
