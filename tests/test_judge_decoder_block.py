@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+
 from drill.judge import decoder
 from drill.judge.check import check_file
 from drill.judge.runner import ChildPool, Limits

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+
 from drill.judge import audit
 from drill.judge.check import check_file
 from drill.judge.runner import ChildPool, Limits

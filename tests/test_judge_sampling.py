@@ -20,9 +20,9 @@ from drill.judge import registry
 from drill.judge.check import _tolerance_of, check_file
 from drill.judge.compare import compare
 from drill.judge.runner import ChildPool, Limits
+from drill.judge.spec import Tolerance
 from drill.judge.specs import sampling
 from drill.judge.specs._sampling_bugs import SAMPLING_VARIANTS, pipeline
-from drill.judge.spec import Tolerance
 
 SOLUTIONS = Path(__file__).parent / "fixtures" / "solutions" / "sampling"
 SEEDS = (0, 1, 7, 20261129)

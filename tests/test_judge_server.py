@@ -27,8 +27,7 @@ from unittest import mock
 
 import pytest
 
-from drill.judge import client, server_dir, wire
-from drill.judge import check
+from drill.judge import check, client, server_dir, wire
 from drill.judge.spec import Diagnosis
 
 SOL = Path(__file__).parent / "fixtures" / "solutions"

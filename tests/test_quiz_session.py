@@ -15,8 +15,8 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from drill.cli import app
-from drill.quiz.run import QuizOptions, run_quiz
 from drill.quiz.kinds.choice import parse_choice
+from drill.quiz.run import QuizOptions, run_quiz
 from drill.quiz.session import lines_reader
 from drill.store import Store
 

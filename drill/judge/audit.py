@@ -313,7 +313,7 @@ def gqa_memory(config: dict, mod: Any, host: Any) -> dict:
     b, t, dm, h, h_kv = (config[k] for k in ("batch", "seq", "d_model", "n_heads", "n_kv_heads"))
     dh = dm // h
     gen = torch.Generator().manual_seed(0)
-    module = getattr(mod, "GroupedQueryAttention")(dm, h, h_kv)
+    module = mod.GroupedQueryAttention(dm, h, h_kv)
     weights = {}
     for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
         w = host.resolve_attr(module, f"{name}.weight", "GroupedQueryAttention")
@@ -397,7 +397,7 @@ def kv_work(config: dict, mod: Any, host: Any) -> dict:
     dm, h, h_kv, prompt = config["d_model"], config["n_heads"], config["n_kv_heads"], config["prompt"]
     lengths = sorted(config["lengths"])
     gen = torch.Generator().manual_seed(0)
-    module = getattr(mod, "CachedSelfAttention")(dm, h, h_kv, 10000.0)
+    module = mod.CachedSelfAttention(dm, h, h_kv, 10000.0)
     weights = {n: host.resolve_attr(module, f"{n}.weight", "CachedSelfAttention") for n in ("q_proj", "k_proj", "v_proj", "o_proj")}
     with torch.no_grad():
         for w in weights.values():
@@ -422,7 +422,7 @@ def kv_work(config: dict, mod: Any, host: Any) -> dict:
 def moe_work(config: dict, mod: Any, host: Any) -> dict:
     n, dm, dff, e, k = (config[key] for key in ("tokens", "d_model", "d_ff", "n_experts", "top_k"))
     gen = torch.Generator().manual_seed(0)
-    module = getattr(mod, "MoE")(dm, dff, e, k)
+    module = mod.MoE(dm, dff, e, k)
     watched = {"router": host.resolve_attr(module, "router.weight", "MoE")}
     for i in range(e):
         for part in ("w_gate", "w_up", "w_down"):

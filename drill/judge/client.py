@@ -191,7 +191,7 @@ def _servable(run: _Run, where: Place, say: Callable[[str], None]) -> list[int]:
     return [i for i in everything if i not in cuda]
 
 
-def _exchange(conn: "_Conn", request: dict[str, Any], run: _Run) -> str:
+def _exchange(conn: _Conn, request: dict[str, Any], run: _Run) -> str:
     """Send the request and collect the answers into run.answers; "done" or "stale"."""
     order = run.sent or list(range(len(run.jobs)))  # item index -> job index
     try:
@@ -236,7 +236,7 @@ class _Conn:
         self.sock = sock
         self.buf = b""
 
-    def __enter__(self) -> "_Conn":
+    def __enter__(self) -> _Conn:
         return self
 
     def __exit__(self, *exc: object) -> None:

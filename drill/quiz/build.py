@@ -13,7 +13,15 @@ from typing import Any
 
 from drill.quiz import kinds
 from drill.quiz.fields import Collector, Fields, Problem, as_number, suggest, type_name
-from drill.quiz.schema import COMMON_OPTIONAL, COMMON_REQUIRED, DIFFICULTIES, ID_PATTERN, TOPIC_PATTERN, CommonWrong, Question
+from drill.quiz.schema import (
+    COMMON_OPTIONAL,
+    COMMON_REQUIRED,
+    DIFFICULTIES,
+    ID_PATTERN,
+    TOPIC_PATTERN,
+    CommonWrong,
+    Question,
+)
 from drill.quiz.yamlread import LineDict
 
 __all__ = ["Collector", "Problem", "as_number", "build_file", "build_question"]
