@@ -3,8 +3,8 @@
 tests/fixtures/solutions/<exercise>/good_*.py must pass; bug_<id>__*.py must
 fail with diagnosis id <id>. A file with two mistakes is named
 bug_<id>__two_bugs_<other_id>.py: it must fail naming one of the two (a
-partial match says so) or `unknown`, never a third mistake. Exercises without a registered spec are skipped
-(issue 4 adds rope/gqa/kv_cache). Files are graded lazily, one exercise at a
+partial match says so) or `unknown`, never a third mistake. A fixture folder whose exercise
+has no registered spec yet is skipped. Files are graded lazily, one exercise at a
 time (`Graded`), by two fork servers side by side.
 """
 
@@ -135,7 +135,7 @@ def _grouped(path: Path) -> object:
 @pytest.mark.parametrize("path", [_grouped(p) for p in FILES])
 def test_fixture_verdict(path: Path, graded: Graded) -> None:
     if not registry.is_graded(path.parent.name):
-        pytest.skip(f"no spec registered for {path.parent.name} yet (issue 4)")
+        pytest.skip(f"no spec registered for {path.parent.name} yet")
     if not _here(path):
         pytest.skip(f"{path.parent.name} is graded on CUDA only and torch sees no GPU here "
                     "(DRILL_TRITON_INTERPRET=1 grades its values through Triton's interpreter)")

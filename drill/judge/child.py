@@ -279,8 +279,8 @@ class BlockDrill(importlib.abc.MetaPathFinder):
         return None
 
 
-# Case kinds and the audits implemented in sibling files (issue 4). They import only torch at
-# module level and are loaded by path from the driver folder.
+# Case kinds (chained calls, tiling measurement) and the audits are implemented in sibling files. They import
+# only torch at module level and are loaded by path from the driver folder.
 EXTENSIONS = {"chain": "chain", "audit": "audit", "tiling": "tiling"}
 # The device the learner's code runs on ("cpu" or "cuda", set by `serve` from the job before the file is
 # imported): inputs are moved there, modules are moved there after construction, outputs must come from it.
@@ -803,7 +803,9 @@ def trap_classes(names: list[str]) -> None:
         except (ImportError, AttributeError):
             continue
 
-        def blocked_init(self, *a, _name=dotted.replace("torch.nn.", "nn."), **k):
+        shown = dotted.replace("torch.nn.", "nn.")
+
+        def blocked_init(self, *a, _name=shown, **k):  # the default binds this iteration's name
             trip(_name)
 
         cls.__init__ = blocked_init
@@ -962,7 +964,7 @@ def _run_case(mod, case: dict, tensors: dict) -> dict:
 
     args = fresh()
     grad_names = case.get("grad_inputs", [])
-    for name, i in zip(case["arg_names"], range(len(args))):
+    for name, i in zip(case["arg_names"], range(len(args)), strict=False):
         if name in grad_names:
             args[i].requires_grad_(True)
     module = None
@@ -1015,7 +1017,7 @@ def _run_case(mod, case: dict, tensors: dict) -> dict:
         else:
             grad_error = "output shape differs, gradients not computed"
         if grad_error is None:
-            for name, i in zip(case["arg_names"], range(len(args))):
+            for name, i in zip(case["arg_names"], range(len(args)), strict=False):
                 if name in grad_names and args[i].grad is not None:
                     result["input:" + name] = plain(args[i].grad)
             if case.get("grad_params") and module is not None:
@@ -1205,7 +1207,7 @@ def serve(job: dict) -> None:
         i = case["index"]
         record({"event": "start", "case": i})
         t0, c0 = time.perf_counter(), time.process_time()
-        result, failure = guarded(lambda: run_case(mod, case, tensors))
+        result, failure = guarded(lambda case=case: run_case(mod, case, tensors))  # called right here
         elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0  # CPU: what load does not inflate
         if failure is None:
             try:

@@ -162,26 +162,27 @@ STALE_KEYS = (
 )
 
 
+def _stale_lookup(table: dict, fields: tuple[str, ...], last_only: bool, call: dict) -> torch.Tensor:
+    """The positions a cache keyed on `fields` (in `table`) returns for one apply_rope call."""
+    x = call["x"]
+    values = {"t": x.shape[-2], "dh": x.shape[-1], "base": float(call["base"])}
+    key = tuple(values[f] for f in fields)
+    if key not in table:
+        if last_only:
+            table.clear()
+        table[key] = call["positions"]
+    return table[key]
+
+
 def _annotate_stale(cases: list[Case]) -> None:
     """ctx["stale"][label]: the positions whose angles such a cache returns for the graded call."""
     for label, fields, last_only in STALE_KEYS:
         table: dict = {}
-
-        def lookup(x: torch.Tensor, positions: torch.Tensor, base: float) -> torch.Tensor:
-            values = {"t": x.shape[-2], "dh": x.shape[-1], "base": float(base)}
-            key = tuple(values[f] for f in fields)
-            if key not in table:
-                if last_only:
-                    table.clear()
-                table[key] = positions
-            return table[key]
-
         for case in cases:
             if case.repeat:
-                lookup(case.repeat["x"], case.repeat["positions"], case.repeat["base"])
-            a = case.args
-            got = lookup(a["x"], a["positions"], a["base"])
-            case.ctx.setdefault("stale", {})[label] = None if torch.equal(got, a["positions"]) else got
+                _stale_lookup(table, fields, last_only, case.repeat)
+            got = _stale_lookup(table, fields, last_only, case.args)
+            case.ctx.setdefault("stale", {})[label] = None if torch.equal(got, case.args["positions"]) else got
 
 
 def _repeat_case(d: Draw) -> Case:
