@@ -170,7 +170,7 @@ def cases_for(exercise: str, seed: int) -> list:
     what = {"logits": "logits of a full forward", "tokens": f"greedy generation of {NEW_TOKENS} tokens"}
     how = " (re-running the sequence each step)" if not cached else " (prefill + decode through the KV cache)"
     cases = []
-    for i, returns in enumerate(("logits", "tokens")):
+    for returns in ("logits", "tokens"):
         alt = {conv: ((a[0] if returns == "logits" else a[1]), {}) for conv, a in answers.items()}
         case = Case(
             name=f"in-model: {what[returns]} of a 2-layer Llama with your {exercise}" + (how if returns == "tokens" else ""),
