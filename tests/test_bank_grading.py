@@ -46,11 +46,11 @@ def _all_draws(q: ParametricQuestion):  # type: ignore[no-untyped-def]
         total *= len(v)
     if total <= EXHAUSTIVE_LIMIT:
         for combo in itertools.product(*values):
-            yield dict(zip((s.name for s in q.params), combo))
+            yield dict(zip((s.name for s in q.params), combo, strict=True))
     else:  # pragma: no cover - no shipped question is this large today
         rng = random.Random(15)
         for _ in range(EXHAUSTIVE_LIMIT):
-            yield {s.name: rng.choice(list(v)) for s, v in zip(q.params, values)}
+            yield {s.name: rng.choice(list(v)) for s, v in zip(q.params, values, strict=True)}
 
 
 @pytest.mark.parametrize("qid", _parametric_ids())

@@ -145,8 +145,8 @@ def _default_errors(e: Exercise, tree: ast.Module, where: str) -> list[str]:
         if not isinstance(fn, ast.FunctionDef):
             continue
         args = fn.args.posonlyargs + fn.args.args
-        pairs = list(zip(args[len(args) - len(fn.args.defaults):], fn.args.defaults))
-        pairs += [(a, d) for a, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults) if d is not None]
+        pairs = list(zip(args[len(args) - len(fn.args.defaults):], fn.args.defaults, strict=True))
+        pairs += [(a, d) for a, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults, strict=True) if d is not None]
         for arg, value in pairs:
             try:
                 literal = ast.literal_eval(value)
@@ -244,7 +244,7 @@ def _readme_table_errors(index: list[Exercise], path: Path) -> list[str]:
     if [r[0].strip("`") for r in rows] != [e.name for e in index]:
         return [f"README.md's exercise table lists {[r[0].strip('`') for r in rows]}, the index {[e.name for e in index]}"]
     errors = []
-    for e, row in zip(index, rows):
+    for e, row in zip(index, rows, strict=True):
         want = [e.name, ", ".join(f"`{g}`" for g in e.graded), e.track, e.difficulty, e.summary,
                 "yes" if e.in_model else "", "yes" if e.bench else ""]
         got = [row[0].strip("`"), *row[1:]]
@@ -400,7 +400,7 @@ def test_each_check_fails_on_its_breakage(tmp_path: Path, breakage: str) -> None
     action(root)
     errors = _errors(root)
     messages = (messages,) if isinstance(messages, str) else messages
-    assert len(errors) == len(messages) and all(m in e for m, e in zip(messages, errors)), errors
+    assert len(errors) == len(messages) and all(m in e for m, e in zip(messages, errors, strict=True)), errors
 
 
 @pytest.mark.parametrize("field,value,message", [

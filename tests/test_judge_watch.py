@@ -111,7 +111,7 @@ def test_a_deleted_file_is_reported_once_per_disappearance(tmp_path: Path, scrip
           stop=lambda: t.now >= 6, on_missing=lambda p: missing.append((t.now, p.name)))
     assert len(graded) == grades
     assert [name for _, name in missing] == ["rope.py"] * len(missing_at)
-    assert all(abs(at - want) < 0.15 for (at, _), want in zip(missing, missing_at)), missing
+    assert all(abs(at - want) < 0.15 for (at, _), want in zip(missing, missing_at, strict=True)), missing
 
 
 def _fake_watch(*steps: str):

@@ -43,7 +43,7 @@ def naive_attention(q, k, v, allowed, scale=None):
                 s = torch.tensor([float(q[b, h, i].double() @ k[b, kh, j].double()) * scale for j in js])
                 w = torch.exp(s - s.max())
                 w = w / w.sum()
-                for wj, j in zip(w, js):
+                for wj, j in zip(w, js, strict=True):
                     out[b, h, i] += wj * v[b, kh, j].double()
     return out
 
@@ -88,7 +88,7 @@ def naive_cross_entropy(logits, targets, ignore_index=-100, ls=0.0):
     v = logits.shape[-1]
     rows = logits.double().reshape(-1, v).tolist()
     total, kept = 0.0, 0
-    for row, t in zip(rows, targets.reshape(-1).tolist()):
+    for row, t in zip(rows, targets.reshape(-1).tolist(), strict=True):
         if t == ignore_index:
             continue
         m = max(row)
@@ -530,7 +530,7 @@ def test_fused_and_math_agree_with_gradients():
                                                 impl=impl),
         "cross_entropy": lambda impl: R.cross_entropy(x, _targets((2, 6), 32, 78, -100), -100, 0.1, impl=impl)[None],
     }
-    for name, fn in parts.items():
+    for fn in parts.values():
         results = {}
         for impl in IMPLS:
             x.grad = None
@@ -587,7 +587,7 @@ def naive_attention_lse(q, k, v, causal):
                 top = max(s)
                 w = [math.exp(x - top) for x in s]
                 lse[bi, hi, i] = top + math.log(sum(w))
-                for wj, j in zip(w, keys):
+                for wj, j in zip(w, keys, strict=True):
                     out[bi, hi, i] += wj / sum(w) * v[bi, hi, j].double()
     return out, lse
 

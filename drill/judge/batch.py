@@ -131,7 +131,7 @@ def summary_table(results: list[Any], elapsed_s: float | None = None, width: int
     table.add_column("tests", justify="right", no_wrap=True)
     table.add_column("diagnosis / advisories", min_width=widths[3])
     table.add_column("time", justify="right", no_wrap=True)
-    for r, (name, status, tests, note, took) in zip(results, rows):
+    for r, (name, status, tests, note, took) in zip(results, rows, strict=True):
         table.add_row(name, Text(status, style=STYLE.get(r.status, "")), tests, Text(note, no_wrap=True), took)
     return table
 

@@ -94,7 +94,7 @@ def run_case(mod: Any, case: dict, tensors: dict, host: Any) -> dict[str, torch.
     `host` is the child module (`resolve_attr`, and `record` for gradient errors).
     """
     extra = case["extra"]
-    args = {name: tensors[a["t"]].clone() if "t" in a else a["v"] for name, a in zip(case["arg_names"], case["args"])}
+    args = {name: tensors[a["t"]].clone() if "t" in a else a["v"] for name, a in zip(case["arg_names"], case["args"], strict=True)}
     module = build_module(mod, case, tensors, host.resolve_attr, device=getattr(host, "DEVICE", "cpu"))
     grad_inputs = case.get("grad_inputs", [])
     for name in grad_inputs:
@@ -108,7 +108,7 @@ def run_case(mod: Any, case: dict, tensors: dict, host: Any) -> dict[str, torch.
     if case.get("upstream"):
         result.update(_grads(chosen, tensors[case["upstream"]], args, grad_inputs, module, case, host))
     if extra.get("twice"):  # a determinism probe: the same chain again, same module, fresh copies of the inputs
-        fresh = {name: tensors[a["t"]].clone() for name, a in zip(case["arg_names"], case["args"]) if "t" in a}
+        fresh = {name: tensors[a["t"]].clone() for name, a in zip(case["arg_names"], case["args"], strict=True) if "t" in a}
         again_past = (fresh["past_k"], fresh["past_v"]) if extra.get("past") else None
         again, again_cache = run_chain(module, fresh["x"], list(extra["calls"]), again_past, case["target"])
         result["again"] = host.plain({"out": again, "k": again_cache[0], "v": again_cache[1]}[extra["returns"]])

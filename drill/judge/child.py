@@ -964,7 +964,7 @@ def _run_case(mod, case: dict, tensors: dict) -> dict:
 
     args = fresh()
     grad_names = case.get("grad_inputs", [])
-    for name, i in zip(case["arg_names"], range(len(args)), strict=False):
+    for name, i in zip(case["arg_names"], range(len(args)), strict=True):
         if name in grad_names:
             args[i].requires_grad_(True)
     module = None
@@ -1017,7 +1017,7 @@ def _run_case(mod, case: dict, tensors: dict) -> dict:
         else:
             grad_error = "output shape differs, gradients not computed"
         if grad_error is None:
-            for name, i in zip(case["arg_names"], range(len(args)), strict=False):
+            for name, i in zip(case["arg_names"], range(len(args)), strict=True):
                 if name in grad_names and args[i].grad is not None:
                     result["input:" + name] = plain(args[i].grad)
             if case.get("grad_params") and module is not None:

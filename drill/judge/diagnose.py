@@ -457,9 +457,9 @@ def match_bug(spec: Spec, evals: list[CaseEval], tolerance_of: Any) -> Verdict |
     order = [ev for ev in evals if not ev.forward.ok] + [ev for ev in evals if ev.forward.ok]
     learner_ok: dict[int, bool] = {}  # per case, without an ignore mask: the same for every variant
     scores = [_Score() for _ in spec.bugs]
-    for score, bug in zip(scores, spec.bugs):
+    for score, bug in zip(scores, spec.bugs, strict=True):
         _advance(bug, order, score, tolerance_of, learner_ok, to_end=False)
-    consistent = [(s.explained, -i, bug) for i, (s, bug) in enumerate(zip(scores, spec.bugs)) if s.consistent and s.explained]
+    consistent = [(s.explained, -i, bug) for i, (s, bug) in enumerate(zip(scores, spec.bugs, strict=True)) if s.consistent and s.explained]
     if consistent:
         n, _, bug = max(consistent, key=lambda t: t[:2])
         label = f" ({bug.label})" if bug.label else ""
@@ -472,9 +472,9 @@ def match_bug(spec: Spec, evals: list[CaseEval], tolerance_of: Any) -> Verdict |
             detail += f"; also consistent with: {', '.join(others)}"
         return Verdict(bug.diagnosis, detail, partial=bool(bug.also), explained=n)
     # No variant explains everything: the partial counts need every case of the variants dropped early.
-    for score, bug in zip(scores, spec.bugs):
+    for score, bug in zip(scores, spec.bugs, strict=True):
         _advance(bug, order, score, tolerance_of, learner_ok, to_end=True)
-    partial = [(s.matched, -i, bug) for i, (s, bug) in enumerate(zip(scores, spec.bugs)) if s.matched]
+    partial = [(s.matched, -i, bug) for i, (s, bug) in enumerate(zip(scores, spec.bugs, strict=True)) if s.matched]
     if partial:
         n, _, bug = max(partial, key=lambda t: t[:2])
         label = f" ({bug.label})" if bug.label else ""

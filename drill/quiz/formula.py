@@ -274,7 +274,7 @@ def _eval(node: ast.AST, env: Mapping[str, Number]) -> Number:
         return result
     if isinstance(node, ast.Compare):
         left = _eval(node.left, env)
-        for op, comparator in zip(node.ops, node.comparators):
+        for op, comparator in zip(node.ops, node.comparators, strict=True):
             right = _eval(comparator, env)
             if not _COMPARE[type(op)](left, right):
                 return False

@@ -34,7 +34,7 @@ def usable_reviews(log: Iterable[Review]) -> int:
     count = 0
     for history in times.values():
         history = sorted(history)[:MAX_SEQ_LEN]
-        count += sum(1 for before, after in zip(history, history[1:]) if (after - before).days > 0)
+        count += sum(1 for before, after in zip(history, history[1:], strict=False) if (after - before).days > 0)
     return count
 
 

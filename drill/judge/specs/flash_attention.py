@@ -47,7 +47,7 @@ def _value_case(d: Draw, name: str, shape: tuple[int, int, int, int, int], causa
     tiles = f"BLOCK_Q={blocks[0]}, BLOCK_K={blocks[1]}" if blocks else "your BLOCK_Q/BLOCK_K"
     return call_case(
         d, f"{name}, {tiles}", TARGET, {"q": q, "k": k, "v": v, "causal": causal}, dtype=dtype, out_dtype=q.dtype,
-        module_attrs=dict(zip(tiling.BLOCK_NAMES, blocks)) if blocks else None,
+        module_attrs=dict(zip(tiling.BLOCK_NAMES, blocks, strict=True)) if blocks else None,
         ctx={**({"tol": tol} if tol else {}), **({"blocks": blocks} if blocks else {})},
     )
 
@@ -145,7 +145,7 @@ def _tiling_cases(seed: int) -> list[Case]:
     for i, (name, extra, blocks) in enumerate(TILING):
         extra = {"batch": 1, "heads": 1, "d": 16, "seed": (seed * 31 + i) % 2**31, **extra}
         case = Case(name=name, target=TARGET, kind=tiling.KIND, extra=extra, out_dtype=torch.int64,
-                    module_attrs=dict(zip(tiling.BLOCK_NAMES, blocks)) if blocks else {},
+                    module_attrs=dict(zip(tiling.BLOCK_NAMES, blocks, strict=True)) if blocks else {},
                     ctx={"dtype": "float32", "tiling": True, **({"blocks": blocks} if blocks else {})})
         case.judge = _tiling_judge(case)
         cases.append(case)

@@ -296,7 +296,7 @@ def audit_draws(question: ParametricQuestion) -> tuple[list[dict[str, Any]], boo
     size = math.prod(p.values_count() for p in question.params)
     if size <= AUDIT_DRAWS:
         names = [p.name for p in question.params]
-        return [dict(zip(names, combo)) for combo in itertools.product(*(p.values() for p in question.params))], True
+        return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*(p.values() for p in question.params))], True
     rng = random.Random(SAMPLE_SEED)
     return [parametric.draw_params(question, rng) for _ in range(AUDIT_DRAWS)], False
 

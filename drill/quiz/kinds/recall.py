@@ -77,7 +77,7 @@ def ask(session: Asker, question: RecallQuestion) -> Asked:
     ticks = [point.matches(answer) for point in question.key_points]
     session.say("Key points", "bold")
     session.items([("✓" if ticked else "·", point.text, "green" if ticked else None)
-                   for point, ticked in zip(question.key_points, ticks)])
+                   for point, ticked in zip(question.key_points, ticks, strict=True)])
     session.show_common_wrong(question)
     session.say(reflow(question.explanation), "dim")
     default = suggest_rating(answer, question)
