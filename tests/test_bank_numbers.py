@@ -100,7 +100,8 @@ def _rmsnorm_backward(x: list[float], w: list[float], dy: list[float]) -> list[f
         return sum(g * wi * a / r for g, wi, a in zip(dy, w, v, strict=True))
 
     h = 1e-6
-    return [(loss([a + h * (i == j) for j, a in enumerate(x)]) - loss([a - h * (i == j) for j, a in enumerate(x)])) / (2 * h)
+    return [(loss([a + h * (i == j) for j, a in enumerate(x)])
+             - loss([a - h * (i == j) for j, a in enumerate(x)])) / (2 * h)
             for i in range(len(x))]
 
 

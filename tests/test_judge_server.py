@@ -455,7 +455,8 @@ def test_a_full_disk_costs_one_line_and_the_in_process_path(tmp_path: Path) -> N
         full.rmdir()
 
 
-def test_watch_and_bench_grade_through_the_server(shared: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_watch_and_bench_grade_through_the_server(shared: dict, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """--watch re-grades through the server (no fork server of its own); bench's check does too."""
     from typer.testing import CliRunner
 

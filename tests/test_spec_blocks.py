@@ -141,7 +141,8 @@ def test_variant_bugs_keeps_order_and_filters() -> None:
     table = diagnoses(Diagnosis("a", "A", "", ""), Diagnosis("b", "B", "", ""))
     variants = [("a", "first", 1), ("b", "second", 2), ("a", "third", 3)]
     bugs = variant_bugs(table, variants, wrap=lambda n: (lambda case: n))
-    assert [(b.diagnosis.id, b.label, b.fn(None)) for b in bugs] == [("a", "first", 1), ("b", "second", 2), ("a", "third", 3)]
+    got = [(b.diagnosis.id, b.label, b.fn(None)) for b in bugs]
+    assert got == [("a", "first", 1), ("b", "second", 2), ("a", "third", 3)]
     assert all(isinstance(b, Bug) for b in bugs)
     assert [b.label for b in variant_bugs(table, variants, only=("a",))] == ["first", "third"]
 

@@ -148,7 +148,8 @@ def _through_server(run: _Run, say: Callable[[str], None]) -> None:
     run.sent = _servable(run, where, say)
     if not run.sent:
         return
-    items = [wire.item(os.path.abspath(run.jobs[i].path), run.jobs[i].exercise, run.seeds[i], run.jobs[i].limits or Limits(),
+    items = [wire.item(os.path.abspath(run.jobs[i].path), run.jobs[i].exercise, run.seeds[i],
+                       run.jobs[i].limits or Limits(),
                        strict=run.jobs[i].strict, in_model=run.jobs[i].in_model, audit=run.jobs[i].audit,
                        policy=run.jobs[i].policy, device=run.jobs[i].device) for i in run.sent]
     request = wire.request("check", fp, items)

@@ -173,13 +173,14 @@ def cases_for(exercise: str, seed: int) -> list:
     for returns in ("logits", "tokens"):
         alt = {conv: ((a[0] if returns == "logits" else a[1]), {}) for conv, a in answers.items()}
         case = Case(
-            name=f"in-model: {what[returns]} of a 2-layer Llama with your {exercise}" + (how if returns == "tokens" else ""),
+            name=(f"in-model: {what[returns]} of a 2-layer Llama with your {exercise}"
+                  + (how if returns == "tokens" else "")),
             target=KIND,
             kind=KIND,
             args={"ids": ids},
             params=params,
-            extra={"exercise": exercise, "returns": returns, "config": CONFIG, "new_tokens": NEW_TOKENS, "cached": cached,
-                   "decoder": source_for(exercise)},
+            extra={"exercise": exercise, "returns": returns, "config": CONFIG, "new_tokens": NEW_TOKENS,
+                   "cached": cached, "decoder": source_for(exercise)},
             ctx={"dtype": "float32" if returns == "logits" else "int64", "in_model": True, "alt": alt},
         )
         case.expected, case.expected_grads = alt["half"]

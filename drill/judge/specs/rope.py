@@ -125,12 +125,14 @@ def make_cases(seed: int) -> list[Case]:
     dims = [8, 16, 32, 64]
     cases = []
     dh, t = d.choice([16, 32]), d.int(4, 9)
-    cases.append(_case(d, f"fp32 positions 0..T-1, d_head={dh}", d.normal(2, 3, t, dh), torch.arange(t), 10000.0, grads=True))
+    cases.append(_case(d, f"fp32 positions 0..T-1, d_head={dh}", d.normal(2, 3, t, dh), torch.arange(t), 10000.0,
+                       grads=True))
     dh, t, start = d.choice(dims), d.int(3, 8), d.int(50, 500)
     cases.append(_case(d, f"fp32 positions offset by {start} (a later chunk), d_head={dh}", d.normal(1, 4, t, dh),
                        torch.arange(start, start + t), 10000.0, grads=True))
     dh, t = d.choice(dims), d.int(5, 10)
-    cases.append(_case(d, f"fp32 positions with gaps up to 2000, d_head={dh}", d.normal(2, 2, t, dh), _gaps(d, t, 2000), 10000.0))
+    cases.append(_case(d, f"fp32 positions with gaps up to 2000, d_head={dh}", d.normal(2, 2, t, dh), _gaps(d, t, 2000),
+                       10000.0))
     dh, t, start = d.choice([32, 64]), d.int(3, 6), d.int(9000, 12000)
     cases.append(_case(d, f"fp32 large positions from {start}, d_head={dh}", d.normal(1, 2, t, dh),
                        torch.arange(start, start + t), 10000.0))
@@ -138,13 +140,14 @@ def make_cases(seed: int) -> list[Case]:
     cases.append(_case(d, f"fp32 base 500000 (Llama 3), positions from {start}, d_head={dh}", d.normal(2, 2, t, dh),
                        torch.arange(start, start + t), 500000.0))
     dh, t = d.choice([8, 16]), d.int(2, 5)
-    cases.append(_case(d, f"fp32 small d_head={dh}, single-digit gaps", d.normal(3, 1, t, dh), _gaps(d, t, 12), 10000.0))
+    cases.append(_case(d, f"fp32 small d_head={dh}, single-digit gaps", d.normal(3, 1, t, dh), _gaps(d, t, 12),
+                       10000.0))
     dh, t, start = d.choice([32, 64]), d.int(3, 6), d.int(8000, 12000)
     cases.append(_case(d, f"bf16 large positions from {start}, d_head={dh}", d.normal(1, 2, t, dh, dtype="bfloat16"),
                        torch.arange(start, start + t), 10000.0))
     dh, t, start = d.choice([16, 32]), d.int(3, 6), d.int(3000, 6000)
-    cases.append(_case(d, f"fp16 positions from {start}, base 500000, d_head={dh}", d.normal(2, 2, t, dh, dtype="float16"),
-                       torch.arange(start, start + t), 500000.0))
+    cases.append(_case(d, f"fp16 positions from {start}, base 500000, d_head={dh}",
+                       d.normal(2, 2, t, dh, dtype="float16"), torch.arange(start, start + t), 500000.0))
     cases.append(_norm_case(d, d.choice([16, 32])))
     cases.append(_relative_case(d, d.choice([8, 16])))
     cases.append(_repeat_case(d))

@@ -146,7 +146,8 @@ def _compiles(pattern: str) -> bool:
 
 def card(question: RecallQuestion) -> tuple[str, str]:
     points = "\n".join(f"- {p.text}" for p in question.key_points)
-    return reflow(question.prompt), f"{reflow(question.answer)}\n\nKey points:\n{points}\n\n{reflow(question.explanation)}"
+    back = f"{reflow(question.answer)}\n\nKey points:\n{points}\n\n{reflow(question.explanation)}"
+    return reflow(question.prompt), back
 
 
 KIND = Kind(
