@@ -93,7 +93,8 @@ def main() -> None:
             if folder1 is not None:
                 wave1_s.append(timed([*drill, "check", str(folder1), "--seed", "1", "--no-server"], env))
         t_torch, t_dir = statistics.median(torch_s), statistics.median(dir_s)
-        print(f"python -c 'import torch'        median {t_torch:6.2f} s  (runs: {', '.join(f'{x:.2f}' for x in torch_s)})")
+        print(f"python -c 'import torch'        median {t_torch:6.2f} s  (runs: "
+              f"{', '.join(f'{x:.2f}' for x in torch_s)})")
         label = f"drill check DIR ({len(GOOD)} exercises)"
         print(f"{label:31s} median {t_dir:6.2f} s  (runs: {', '.join(f'{x:.2f}' for x in dir_s)})")
         print(f"ratio DIR / import torch        {t_dir / t_torch:6.2f}   (target <= 3.0)")

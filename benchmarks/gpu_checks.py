@@ -69,7 +69,8 @@ def verdicts(device: str) -> list[dict]:
                     continue
                 got = "pass" if r.status == "pass" else (r.diagnosis.id if r.diagnosis else r.status)
                 rows.append({"exercise": entry.name, "file": path.name, "want": expected(path), "got": got,
-                             "ok": got == expected(path), "partial": r.diagnosis_partial, "tests": f"{r.passed}/{r.total}",
+                             "ok": got == expected(path), "partial": r.diagnosis_partial,
+                             "tests": f"{r.passed}/{r.total}",
                              "device": r.device, "reference_backend": r.reference_backend, "audit": r.audit,
                              "detail": r.diagnosis_detail[:300], "kernels": r.layers.get("kernels", ""),
                              "sandbox": r.layers.get("sandbox", ""), "wall_s": round(time.monotonic() - t0, 2)})

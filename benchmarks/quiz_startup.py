@@ -58,7 +58,8 @@ def time_to_first_question(home: Path, bank: str | None, record: bool = False) -
         chunk = proc.stdout.read1(4096)  # type: ignore[attr-defined]
         if not chunk:
             proc.wait()
-            raise SystemExit(f"drill quiz ended before showing a question:\n{seen.decode()}\n{proc.stderr.read().decode()}")  # type: ignore[union-attr]
+            err = proc.stderr.read().decode()  # type: ignore[union-attr]
+            raise SystemExit(f"drill quiz ended before showing a question:\n{seen.decode()}\n{err}")
         seen += chunk
     elapsed = time.perf_counter() - started
     proc.communicate(b"q\n")

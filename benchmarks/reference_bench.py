@@ -14,6 +14,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
+from functools import partial
 
 import torch
 
@@ -49,7 +50,8 @@ def time_cuda(fn: Callable[[], object], reps: int, warmup: int = 2) -> float:
 
 
 def row(*cells: object, widths: tuple[int, ...] = (34, 12, 12, 10)) -> str:
-    return "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+    pairs = enumerate(zip(cells, widths, strict=True))
+    return "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in pairs)
 
 
 def cpu_bench() -> None:
@@ -65,12 +67,15 @@ def cpu_bench() -> None:
     print(row("case", "fused ms", "math ms", "math/fused"))
     with torch.no_grad():
         fwd = {impl: time_cpu(lambda m=m: m(ids), reps=5) for impl, m in models.items()}
-        print(row("forward B=1 T=128", f"{fwd['fused'] * 1e3:.1f}", f"{fwd['math'] * 1e3:.1f}", f"{fwd['math'] / fwd['fused']:.2f}x"))
+        print(row("forward B=1 T=128", f"{fwd['fused'] * 1e3:.1f}", f"{fwd['math'] * 1e3:.1f}",
+                  f"{fwd['math'] / fwd['fused']:.2f}x"))
         gen = {impl: time_cpu(lambda m=m: m.generate(ids[:, :16], 16), reps=3) for impl, m in models.items()}
-        print(row("generate 16 tok (ms per token)", f"{gen['fused'] / 16 * 1e3:.2f}", f"{gen['math'] / 16 * 1e3:.2f}", f"{gen['math'] / gen['fused']:.2f}x"))
+        print(row("generate 16 tok (ms per token)", f"{gen['fused'] / 16 * 1e3:.2f}", f"{gen['math'] / 16 * 1e3:.2f}",
+                  f"{gen['math'] / gen['fused']:.2f}x"))
         q, k, v = torch.randn(1, 8, 1024, 64), torch.randn(1, 2, 1024, 64), torch.randn(1, 2, 1024, 64)
         att = {impl: time_cpu(lambda i=impl: sdpa(q, k, v, causal=True, impl=i), reps=5) for impl in ("fused", "math")}
-        print(row("sdpa causal GQA T=1024", f"{att['fused'] * 1e3:.1f}", f"{att['math'] * 1e3:.1f}", f"{att['math'] / att['fused']:.2f}x"))
+        print(row("sdpa causal GQA T=1024", f"{att['fused'] * 1e3:.1f}", f"{att['math'] * 1e3:.1f}",
+                  f"{att['math'] / att['fused']:.2f}x"))
 
 
 def cuda_bench() -> None:
@@ -95,7 +100,7 @@ def cuda_bench() -> None:
             torch.cuda.reset_peak_memory_stats()
             base = torch.cuda.memory_allocated()
             try:
-                secs = time_cuda(lambda i=impl: sdpa(q, k, v, causal=True, impl=i), reps=5)
+                secs = time_cuda(partial(sdpa, q, k, v, causal=True, impl=impl), reps=5)
             except torch.cuda.OutOfMemoryError:
                 res[impl] = None
                 torch.cuda.empty_cache()
@@ -116,7 +121,7 @@ def cuda_bench() -> None:
     # Practical peak bandwidth: a large device-to-device copy (read + write).
     src = torch.empty(2**30 // 2, dtype=torch.bfloat16, device=dev)  # 1 GiB
     dst = torch.empty_like(src)
-    copy_s = time_cuda(lambda: dst.copy_(src), reps=10)
+    copy_s = time_cuda(partial(dst.copy_, src), reps=10)
     peak = 2 * src.numel() * 2 / copy_s
     del src, dst
     x = torch.randn(16384, 8192, device=dev, dtype=torch.bfloat16)  # 256 MiB

@@ -7,8 +7,8 @@ modules built on them. Every function takes `impl=None|"fused"|"math"`; see
 
 from .alibi import alibi_bias, alibi_slopes
 from .attention import causal_mask, grouped_query_attention, multi_head_attention, sdpa
-from .flash import attention_lse, flash_attention_tiled
 from .backend import get_impl, set_impl, use_impl
+from .flash import attention_lse, flash_attention_tiled
 from .kv_cache import KVCache
 from .loss import cross_entropy
 from .mlp import SwiGLU, ffn_hidden_dim, swiglu

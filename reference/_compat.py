@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def sdpa_has_enable_gqa() -> bool:
     """`F.scaled_dot_product_attention(..., enable_gqa=True)` arrived in torch 2.5."""
     try:
@@ -31,7 +31,7 @@ def has_fused_rms_norm() -> bool:
     return hasattr(F, "rms_norm")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def fused_rms_norm_upcasts() -> bool:
     """Whether `F.rms_norm` accumulates half-precision input in fp32.
 
@@ -45,7 +45,7 @@ def fused_rms_norm_upcasts() -> bool:
     return bool(torch.isfinite(out).all() and (out.float() - 1).abs().max() < 1e-2)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def liger_ops() -> dict[str, Any]:
     """liger-kernel's Triton autograd functions, or {} when not installed.
 

@@ -112,7 +112,7 @@ def flash_attention_tiled(
         q1 = min(q0 + block_q, t_q)
         qt = q[:, :, q0:q1].to(acc) * scale
         m = torch.full((b, h, q1 - q0), float("-inf"), dtype=acc, device=q.device)
-        l = torch.zeros_like(m)
+        l_sum = torch.zeros_like(m)
         o = torch.zeros(b, h, q1 - q0, d_v, dtype=acc, device=q.device)
         last_key = t_k if not causal else min(t_k, offset + q1)  # keys at or past it: above the diagonal
         for k0 in range(0, max(last_key, 0), block_k):
@@ -125,10 +125,10 @@ def flash_attention_tiled(
             safe = m_new.masked_fill(torch.isinf(m_new), 0.0)  # a row that has seen no key yet stays at 0
             p = torch.exp(s - safe.unsqueeze(-1))
             alpha = torch.exp(m - safe)
-            l = alpha * l + p.sum(dim=-1)
+            l_sum = alpha * l_sum + p.sum(dim=-1)
             o = alpha.unsqueeze(-1) * o + p @ v[:, :, k0:k1].to(acc)
             m = m_new
-        seen = l > 0
-        out[:, :, q0:q1] = torch.where(seen.unsqueeze(-1), o / l.clamp_min(1e-30).unsqueeze(-1), 0.0)
-        lse[:, :, q0:q1] = torch.where(seen, m + torch.log(l.clamp_min(1e-30)), float("-inf")).float()
+        seen = l_sum > 0
+        out[:, :, q0:q1] = torch.where(seen.unsqueeze(-1), o / l_sum.clamp_min(1e-30).unsqueeze(-1), 0.0)
+        lse[:, :, q0:q1] = torch.where(seen, m + torch.log(l_sum.clamp_min(1e-30)), float("-inf")).float()
     return out.to(q.dtype), lse

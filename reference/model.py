@@ -268,14 +268,16 @@ class Decoder(nn.Module):
         ref = self.model.embed_tokens.weight
         c = self.config
         return [
-            KVCache(batch, c.num_key_value_heads, max_len, c.head_dim, dtype=dtype or ref.dtype, device=device or ref.device)
+            KVCache(batch, c.num_key_value_heads, max_len, c.head_dim, dtype=dtype or ref.dtype,
+                    device=device or ref.device)
             for _ in range(c.num_hidden_layers)
         ]
 
     def _check_ids(self, input_ids: Tensor) -> None:
         if input_ids.dim() != 2 or input_ids.dtype not in (torch.int64, torch.int32):
             raise ValueError(
-                f"input_ids must be an integer (B, T) tensor, got shape {tuple(input_ids.shape)} dtype {input_ids.dtype}"
+                f"input_ids must be an integer (B, T) tensor, got shape {tuple(input_ids.shape)} dtype "
+                f"{input_ids.dtype}"
             )
         if input_ids.numel() and (int(input_ids.min()) < 0 or int(input_ids.max()) >= self.config.vocab_size):
             bad = int(input_ids.min()) if int(input_ids.min()) < 0 else int(input_ids.max())
@@ -364,7 +366,8 @@ class Decoder(nn.Module):
         elif kind in ("rope", "attn_fn"):
             for layer in self.model.layers:
                 if not isinstance(layer.self_attn, Attention):
-                    raise ValueError(f"cannot set {kind} on a swapped attention module {type(layer.self_attn).__name__}")
+                    raise ValueError(
+                        f"cannot set {kind} on a swapped attention module {type(layer.self_attn).__name__}")
                 setattr(layer.self_attn, "rope_fn" if kind == "rope" else "attn_fn", new)
         else:
             raise ValueError(f"unknown component kind {kind!r}: expected norm, mlp, attention, rope or attn_fn")

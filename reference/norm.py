@@ -118,7 +118,10 @@ def layer_norm(x: Tensor, weight: Tensor | None, bias: Tensor | None, eps: float
             raise ValueError(f"LayerNorm {name} shape {tuple(p.shape)} does not match last dim {x.shape[-1]}")
     if resolve(impl) == "fused":
         note_kernel("layer_norm", "F.layer_norm", x.device.type)
-        cast = (lambda p: None if p is None else p.to(x.dtype))
+
+        def cast(p: Tensor | None) -> Tensor | None:
+            return None if p is None else p.to(x.dtype)
+
         return F.layer_norm(x, (x.shape[-1],), cast(weight), cast(bias), eps)
     note_kernel("layer_norm", "math", x.device.type)
     acc = acc_dtype(x.dtype)

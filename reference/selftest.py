@@ -130,7 +130,8 @@ def _cases(device: torch.device, big: bool) -> dict[str, Callable[[str, torch.dt
 
     return {
         "sdpa causal square (GQA)": lambda i, dt: sdpa(c(q, dt), c(k, dt), c(v, dt), causal=True, impl=i),
-        "sdpa chunk T_q<T_k (bottom-right)": lambda i, dt: sdpa(c(q[:, :, -T // 4 :], dt), c(k, dt), c(v, dt), causal=True, impl=i),
+        "sdpa chunk T_q<T_k (bottom-right)": lambda i, dt: sdpa(c(q[:, :, -T // 4 :], dt), c(k, dt), c(v, dt),
+                                                                causal=True, impl=i),
         "sdpa decode T_q=1": lambda i, dt: sdpa(c(q[:, :, -1:], dt), c(k, dt), c(v, dt), causal=True, impl=i),
         "sdpa bool mask + empty row": lambda i, dt: sdpa(c(q[:, :, : T // 4], dt), c(k, dt), c(v, dt), mask, impl=i),
         "sdpa grad dq": sdpa_grad,
@@ -259,7 +260,8 @@ def main(argv: list[str] | None = None) -> int:
     if cuda:
         liger = ", ".join(sorted(_compat.liger_ops())) or "not installed"
         liger += "" if _compat.liger_enabled() else " (off; DRILL_USE_LIGER=1 to test it)"
-        print(f"device: {torch.cuda.get_device_name()}; fused bf16 vs math fp32; SDPA math kernel disabled; liger: {liger}")
+        print(f"device: {torch.cuda.get_device_name()}; fused bf16 vs math fp32; SDPA math kernel disabled; liger: "
+              f"{liger}")
     else:
         print("CUDA not available: comparing fused vs math in fp32 on the CPU")
     results = run_checks(device, dtype, big=cuda)

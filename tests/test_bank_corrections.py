@@ -69,9 +69,11 @@ CORRECTIONS = (
     Correction(
         "gqa-expand-kv-memory",
         says=(r"cache itself stays compact", r"bandwidth", r"enable_gqa"),
-        not_says=(r"memory \(and bandwidth\) GQA was supposed to save is spent", r"peak GPU memory during decoding did\s+not drop"),
+        not_says=(r"memory \(and bandwidth\) GQA was supposed to save is spent",
+                  r"peak GPU memory during decoding did\s+not drop"),
         ticks=(("bandwidth",
-                "Each step reads the small cache, writes the big copy and reads it again: the bytes moved per token go up.",
+                "Each step reads the small cache, writes the big copy and reads it again: the bytes moved per token go "
+                "up.",
                 "It allocates an extra copy."),),
     ),
     Correction(
@@ -79,7 +81,8 @@ CORRECTIONS = (
         says=(r"pre-norm stack the factor still matters", r"Gemma"),
         not_says=(r"a\s+constant factor is divided out and has no forward effect",),
         ticks=(("Pre-norm does not cancel it",
-                "In pre-norm the residual stream keeps c times the embedding, so c changes its size relative to the blocks' updates.",
+                "In pre-norm the residual stream keeps c times the embedding, so c changes its size relative to the "
+                "blocks' updates.",
                 "The first norm divides the constant out, so it has no effect."),),
     ),
     Correction(
@@ -101,7 +104,8 @@ CORRECTIONS = (
         says=(r"causal decoder is different", r"NoPE", r"Haviv"),
         not_says=(r"^Self-attention without position information is permutation-equivariant",),
         ticks=(("causal mask breaks the symmetry",
-                "With a causal mask each position sees a different number of tokens, so a decoder can learn position without any encoding.",
+                "With a causal mask each position sees a different number of tokens, so a decoder can learn position "
+                "without any encoding.",
                 "Attention is permutation invariant so it needs positions."),),
     ),
     Correction(
@@ -184,7 +188,8 @@ CORRECTIONS = (
         says=(r"FlashAttention-2 takes ALiBi", r"recency bias|penalising distance"),
         not_says=(r"fused kernels\s+support less flexibly",),
         ticks=(("linear distance penalty",
-                "ALiBi penalises distant tokens linearly, a recency bias, so it tolerates long inputs without really using them.",
+                "ALiBi penalises distant tokens linearly, a recency bias, so it tolerates long inputs without really "
+                "using them.",
                 "ALiBi is slower."),),
     ),
     Correction(
@@ -207,7 +212,8 @@ CORRECTIONS = (
         says=(r"quality per unit of cost|cost per query", r"LLM2Vec", r"NV-Embed"),
         not_says=(r"which\s+is a better representation per token than a causal model's",),
         ticks=(("causal mask removed",
-                "The best embedding models are now LLMs fine-tuned contrastively, e.g. LLM2Vec removes the causal mask.",
+                "The best embedding models are now LLMs fine-tuned contrastively, "
+                "e.g. LLM2Vec removes the causal mask.",
                 "Encoders are better."),),
     ),
 )

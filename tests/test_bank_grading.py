@@ -46,11 +46,11 @@ def _all_draws(q: ParametricQuestion):  # type: ignore[no-untyped-def]
         total *= len(v)
     if total <= EXHAUSTIVE_LIMIT:
         for combo in itertools.product(*values):
-            yield dict(zip((s.name for s in q.params), combo))
+            yield dict(zip((s.name for s in q.params), combo, strict=True))
     else:  # pragma: no cover - no shipped question is this large today
         rng = random.Random(15)
         for _ in range(EXHAUSTIVE_LIMIT):
-            yield {s.name: rng.choice(list(v)) for s, v in zip(q.params, values)}
+            yield {s.name: rng.choice(list(v)) for s, v in zip(q.params, values, strict=True)}
 
 
 @pytest.mark.parametrize("qid", _parametric_ids())
@@ -155,7 +155,8 @@ def test_no_key_point_is_ticked_by_the_prompt_typed_back(questions: tuple[Questi
 
 
 def test_every_recall_card_can_be_pre_graded(questions: tuple[Question, ...]) -> None:
-    """A card whose points have no patterns never suggests a rating; each one needs at least two points that can tick."""
+    """A card whose points have no patterns never suggests a rating; each one needs at least two points that
+    can tick."""
     for q in questions:
         if isinstance(q, RecallQuestion):
             assert sum(1 for p in q.key_points if p.patterns) >= 2, q.id
@@ -171,15 +172,18 @@ def test_the_longest_option_rarely_gives_the_answer_away(questions: tuple[Questi
     choice = [q for q in questions if isinstance(q, ChoiceQuestion)]
     longest = [q.id for q in choice if longest_option_is_right(q)]
     share = len(longest) / len(choice)
-    assert share <= 0.35, f"{len(longest)} of {len(choice)} choice questions ({share:.0%}) have the right option longest: {longest}"
+    assert share <= 0.35, (f"{len(longest)} of {len(choice)} choice questions ({share:.0%}) have the right option "
+                           f"longest: {longest}")
 
 
 def test_the_shortest_option_rarely_gives_the_answer_away_either(questions: tuple[Question, ...]) -> None:
     """Trimming right options to beat the length cue must not create the opposite cue."""
     choice = [q for q in questions if isinstance(q, ChoiceQuestion)]
-    shortest = [q.id for q in choice if any(o.correct and len(o.text) == min(len(x.text) for x in q.options) for o in q.options)]
+    shortest = [q.id for q in choice if any(o.correct and len(o.text) == min(len(x.text) for x in q.options)
+                                            for o in q.options)]
     share = len(shortest) / len(choice)
-    assert share <= 0.35, f"{len(shortest)} of {len(choice)} choice questions ({share:.0%}) have the right option shortest: {shortest}"
+    assert share <= 0.35, (f"{len(shortest)} of {len(choice)} choice questions ({share:.0%}) have the right option "
+                           f"shortest: {shortest}")
 
 
 BACK_REFERENCE = re.compile(

@@ -62,7 +62,7 @@ def _bpe_merges(words: dict[str, int], n: int) -> list[tuple[tuple[str, str], in
     for _ in range(n):
         pairs: Counter[tuple[str, str]] = Counter()
         for symbols, count in corpus.items():
-            for a, b in zip(symbols, symbols[1:]):
+            for a, b in zip(symbols, symbols[1:], strict=False):
                 pairs[(a, b)] += count
         (a, b), count = pairs.most_common(1)[0]
         merges.append(((a, b), count))
@@ -97,10 +97,11 @@ def _rmsnorm_backward(x: list[float], w: list[float], dy: list[float]) -> list[f
 
     def loss(v: list[float]) -> float:
         r = math.sqrt(sum(a * a for a in v) / len(v))
-        return sum(g * wi * a / r for g, wi, a in zip(dy, w, v))
+        return sum(g * wi * a / r for g, wi, a in zip(dy, w, v, strict=True))
 
     h = 1e-6
-    return [(loss([a + h * (i == j) for j, a in enumerate(x)]) - loss([a - h * (i == j) for j, a in enumerate(x)])) / (2 * h)
+    return [(loss([a + h * (i == j) for j, a in enumerate(x)])
+             - loss([a - h * (i == j) for j, a in enumerate(x)])) / (2 * h)
             for i in range(len(x))]
 
 
@@ -118,7 +119,7 @@ def _aux_loss(n_experts: int, chosen: list[list[int]], probs: list[list[float]])
     tokens = len(chosen)
     f = [sum(e in c for c in chosen) / tokens for e in range(n_experts)]
     p = [sum(row[e] for row in probs) / tokens for e in range(n_experts)]
-    return n_experts * sum(fe * pe for fe, pe in zip(f, p))
+    return n_experts * sum(fe * pe for fe, pe in zip(f, p, strict=True))
 
 
 # card id -> the value derived here, in the card's unit

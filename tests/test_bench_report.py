@@ -136,6 +136,7 @@ def test_cuda_bandwidth_is_shown_against_the_copy_and_the_datasheet_peak() -> No
     res = doc["sizes"][-1]["results"]["fused"]
     assert res["datasheet_fraction"] == pytest.approx(res["bandwidth_gb_s"] / 4800.0)
     assert res["bandwidth_fraction"] == pytest.approx(res["bandwidth_gb_s"] / 4100.0)
-    assert "device copy bandwidth (practical peak): 4100 GB/s = 85% of the 4800 GB/s datasheet peak" in rendered(report, 200)
+    assert ("device copy bandwidth (practical peak): 4100 GB/s = 85% of the 4800 GB/s datasheet peak"
+            in rendered(report, 200))
     cpu = make_report("rmsnorm").to_json()
     assert cpu["datasheet_bandwidth_gb_s"] is None and cpu["sizes"][0]["results"]["fused"]["datasheet_fraction"] is None

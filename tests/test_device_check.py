@@ -150,7 +150,8 @@ def test_the_device_travels_in_the_request_and_is_validated() -> None:
 
 def test_results_carry_the_device_and_the_reference_backend_both_ways() -> None:
     r = Result(exercise="rmsnorm", file="x.py", status="pass", seed=1, tests=[_Test("t", "pass")],
-               device="cuda:0 (NVIDIA H200, 140 GiB), capped at 2048 MB", reference_backend="cuda: rms_norm F.rms_norm x9")
+               device="cuda:0 (NVIDIA H200, 140 GiB), capped at 2048 MB",
+               reference_backend="cuda: rms_norm F.rms_norm x9")
     back = wire.result_from_wire(json.loads(wire.encode(wire.result_to_wire(r))))
     assert back.device == r.device and back.reference_backend == r.reference_backend
 
@@ -232,7 +233,8 @@ def refuse(what, detail=""):
     refused.append(what)
     raise child.Denied(what)
 child._guard_native(refuse, lambda f: True)
-calls = [lambda: torch.cuda.set_per_process_memory_fraction(1.0), lambda: torch.cuda.memory.set_per_process_memory_fraction(1.0)]
+calls = [lambda: torch.cuda.set_per_process_memory_fraction(1.0),
+         lambda: torch.cuda.memory.set_per_process_memory_fraction(1.0)]
 if hasattr(torch._C, "_cuda_setMemoryFraction"):  # CUDA builds only: the private setter under the public one
     calls.append(lambda: torch._C._cuda_setMemoryFraction(1.0, 0))
 for call in calls:

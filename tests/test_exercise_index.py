@@ -34,7 +34,8 @@ NUMBER = re.compile(
     re.IGNORECASE,
 )
 # Where prose may count the exercises: docs, CLI help texts and docstrings.
-PROSE = ("README.md", "*/README.md", "drill/**/*.md", "drill/**/*.py", "benchmarks/*.py", "exercises/*.py", "reference/*.py")
+PROSE = ("README.md", "*/README.md", "drill/**/*.md", "drill/**/*.py", "benchmarks/*.py", "exercises/*.py",
+         "reference/*.py")
 
 
 # ---------------------------------------------------------------- the checker
@@ -54,14 +55,19 @@ def index_errors(
     errors = [f"{n}: listed twice in the index" for n in sorted({n for n in names if names.count(n) > 1})]
     for e in index:
         errors += [f"{e.name}: {msg}" for msg in _entry_errors(e, root, spec_of)]
-    errors += _membership(names, [e.name for e in index if e.bench], workloads, "a bench workload (drill/bench/workloads.py)")
+    errors += _membership(names, [e.name for e in index if e.bench], workloads,
+                          "a bench workload (drill/bench/workloads.py)")
     errors += _membership(names, [e.name for e in index if e.in_model], swaps, "a decoder slot (decoder.GRADED_PARTS)")
     for what, found in (
-        ("starter file exercises/{}.py", {p.stem for p in (root / "exercises").glob("*.py") if not p.stem.startswith("_")}),
-        ("spec drill/judge/specs/{}.py", {p.stem for p in (root / "drill/judge/specs").glob("*.py") if not p.stem.startswith("_")}),
-        ("fixture folder tests/fixtures/solutions/{}/", {p.name for p in (root / "tests/fixtures/solutions").glob("*") if p.is_dir()}),
+        ("starter file exercises/{}.py",
+         {p.stem for p in (root / "exercises").glob("*.py") if not p.stem.startswith("_")}),
+        ("spec drill/judge/specs/{}.py",
+         {p.stem for p in (root / "drill/judge/specs").glob("*.py") if not p.stem.startswith("_")}),
+        ("fixture folder tests/fixtures/solutions/{}/",
+         {p.name for p in (root / "tests/fixtures/solutions").glob("*") if p.is_dir()}),
     ):
-        errors += [f"{n}: {what.format(n)} exists but the index has no such exercise" for n in sorted(found - set(names))]
+        errors += [f"{n}: {what.format(n)} exists but the index has no such exercise"
+                   for n in sorted(found - set(names))]
     errors += _readme_table_errors(index, root / "README.md")
     errors += _count_errors(len(index), root)
     return errors
@@ -145,8 +151,8 @@ def _default_errors(e: Exercise, tree: ast.Module, where: str) -> list[str]:
         if not isinstance(fn, ast.FunctionDef):
             continue
         args = fn.args.posonlyargs + fn.args.args
-        pairs = list(zip(args[len(args) - len(fn.args.defaults):], fn.args.defaults))
-        pairs += [(a, d) for a, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults) if d is not None]
+        pairs = list(zip(args[len(args) - len(fn.args.defaults):], fn.args.defaults, strict=True))
+        pairs += [(a, d) for a, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults, strict=True) if d is not None]
         for arg, value in pairs:
             try:
                 literal = ast.literal_eval(value)
@@ -242,9 +248,10 @@ def _readme_table_errors(index: list[Exercise], path: Path) -> list[str]:
     """README.md's `## Exercises` table has one row per indexed exercise, in order, agreeing with it."""
     rows = _readme_rows(path)
     if [r[0].strip("`") for r in rows] != [e.name for e in index]:
-        return [f"README.md's exercise table lists {[r[0].strip('`') for r in rows]}, the index {[e.name for e in index]}"]
+        return [f"README.md's exercise table lists {[r[0].strip('`') for r in rows]}, the index "
+                f"{[e.name for e in index]}"]
     errors = []
-    for e, row in zip(index, rows):
+    for e, row in zip(index, rows, strict=True):
         want = [e.name, ", ".join(f"`{g}`" for g in e.graded), e.track, e.difficulty, e.summary,
                 "yes" if e.in_model else "", "yes" if e.bench else ""]
         got = [row[0].strip("`"), *row[1:]]
@@ -338,7 +345,8 @@ def _copy_one(tmp: Path, name: str = "rmsnorm") -> Path:
     head, rest = readme.split("\n## Exercises\n", 1)
     table = [line for line in rest.split("\n## ", 1)[0].splitlines() if line.startswith("|")]
     rows = [line for line in table[2:] if line.split("|")[1].strip().strip("`") == name]
-    (tmp / "README.md").write_text("\n".join(["# drill", "", "One exercise.", "", "## Exercises", "", *table[:2], *rows, ""]))
+    (tmp / "README.md").write_text("\n".join(["# drill", "", "One exercise.", "", "## Exercises", "", *table[:2], *rows,
+                                              ""]))
     return tmp
 
 
@@ -368,14 +376,19 @@ BREAKAGES: dict[str, tuple[Callable[[Path], Any], str]] = {
                             "graded name RMSNorm is not defined"),
     "starter default differs": (lambda r: _edit(r / "exercises/rmsnorm.py", "eps: float = 1e-6", "eps: float = 1e-5"),
                                 "default eps=1e-05, the index says eps=1e-06"),
-    "starter default missing": (lambda r: _edit(r / "exercises/rmsnorm.py", "eps: float = 1e-6", "epsilon: float = 1e-6"),
+    "starter default missing": (lambda r: _edit(r / "exercises/rmsnorm.py", "eps: float = 1e-6",
+                                                "epsilon: float = 1e-6"),
                                 "no parameter or constant 'eps'"),
     "hints missing": (lambda r: (r / "exercises/rmsnorm.hints.yaml").unlink(), "no hints file"),
-    "two hints": (lambda r: (r / "exercises/rmsnorm.hints.yaml").write_text("hints: [one, two]\n"), "exactly 3 non-empty"),
-    "empty hint": (lambda r: (r / "exercises/rmsnorm.hints.yaml").write_text("hints: [one, two, ' ']\n"), "exactly 3 non-empty"),
+    "two hints": (lambda r: (r / "exercises/rmsnorm.hints.yaml").write_text("hints: [one, two]\n"),
+                  "exactly 3 non-empty"),
+    "empty hint": (lambda r: (r / "exercises/rmsnorm.hints.yaml").write_text("hints: [one, two, ' ']\n"),
+                   "exactly 3 non-empty"),
     "spec missing": (lambda r: (r / "drill/judge/specs/rmsnorm.py").unlink(), "no spec drill/judge/specs/rmsnorm.py"),
-    "orphan spec": (lambda r: (r / "drill/judge/specs/gelu.py").write_text(""), "gelu: spec drill/judge/specs/gelu.py exists"),
-    "orphan starter": (lambda r: (r / "exercises/gelu.py").write_text(""), "gelu: starter file exercises/gelu.py exists"),
+    "orphan spec": (lambda r: (r / "drill/judge/specs/gelu.py").write_text(""),
+                    "gelu: spec drill/judge/specs/gelu.py exists"),
+    "orphan starter": (lambda r: (r / "exercises/gelu.py").write_text(""),
+                       "gelu: starter file exercises/gelu.py exists"),
     "no good fixture": (lambda r: [p.rename(p.with_name("bug_x__" + p.name))
                                    for p in (r / "tests/fixtures/solutions/rmsnorm").glob("good_*")],
                         ("no good_*.py fixture", "fixture 'good_rsqrt.py' is not a good_*.py file")),
@@ -383,12 +396,15 @@ BREAKAGES: dict[str, tuple[Callable[[Path], Any], str]] = {
                        "no bug_<id>__*.py fixture"),
     "bench fixture gone": (lambda r: (r / "tests/fixtures/solutions/rmsnorm/good_rsqrt.py").unlink(),
                            "fixture 'good_rsqrt.py' is not a good_*.py file"),
-    "topic gone": (lambda r: (r / "questions/normalization.yaml").unlink(), "quiz topic 'normalization' has no questions"),
+    "topic gone": (lambda r: (r / "questions/normalization.yaml").unlink(),
+                   "quiz topic 'normalization' has no questions"),
     "no contract section": (lambda r: _edit(r / "exercises/README.md", "## rmsnorm — ", "## rms_norm — "),
                             "exercises/README.md has no section '## rmsnorm"),
-    "README row missing": (lambda r: _edit(r / "README.md", "| `rmsnorm` |", "| `rms` |"), "README.md's exercise table lists"),
+    "README row missing": (lambda r: _edit(r / "README.md", "| `rmsnorm` |", "| `rms` |"),
+                           "README.md's exercise table lists"),
     "README row wrong": (lambda r: _edit(r / "README.md", "| easy |", "| hard |"), "README.md's table row"),
-    "prose count wrong": (lambda r: (r / "README.md").write_text((r / "README.md").read_text() + "\nthe seven exercises\n"),
+    "prose count wrong": (lambda r: (r / "README.md").write_text((r / "README.md").read_text() + "\nthe seven "
+                                                                                                 "exercises\n"),
                           "README.md:"),
 }
 
@@ -400,7 +416,7 @@ def test_each_check_fails_on_its_breakage(tmp_path: Path, breakage: str) -> None
     action(root)
     errors = _errors(root)
     messages = (messages,) if isinstance(messages, str) else messages
-    assert len(errors) == len(messages) and all(m in e for m, e in zip(messages, errors)), errors
+    assert len(errors) == len(messages) and all(m in e for m, e in zip(messages, errors, strict=True)), errors
 
 
 @pytest.mark.parametrize("field,value,message", [
@@ -436,7 +452,8 @@ def test_a_module_constant_default_is_checked(tmp_path: Path) -> None:
     assert _errors(root, registry.entry("rope")) == []
     _edit(root / "exercises/rope.py", 'CONVENTION = "half"', 'CONVENTION = "interleaved"')
     errors = _errors(root, registry.entry("rope"))
-    assert len(errors) == 1 and "default CONVENTION='interleaved', the index says CONVENTION='half'" in errors[0], errors
+    assert len(errors) == 1, errors
+    assert "default CONVENTION='interleaved', the index says CONVENTION='half'" in errors[0], errors
 
 
 def test_an_unflagged_workload_is_reported(tmp_path: Path) -> None:

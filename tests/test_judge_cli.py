@@ -124,7 +124,7 @@ def test_exercises_lists_best_results(home: Path) -> None:
         s.record_attempt(Attempt("swiglu", "2026-01-02T00:00:00+00:00", "pass", None, 2, 7, 7, 10))
     res = run("exercises")
     assert res.exit_code == 0
-    line = next(l for l in res.output.splitlines() if "swiglu" in l)
+    line = next(text for text in res.output.splitlines() if "swiglu" in text)
     assert "pass" in line and " 2 " in line and "2026-01-02" in line
     assert "kv_cache" in res.output
 

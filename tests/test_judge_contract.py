@@ -37,7 +37,8 @@ CASES = {
         "k_proj",
     ),
     "wrong_param_shape": ("rmsnorm", RMS_BODY.format(shape="dim + 1"), "wrong_shape", "weight"),
-    "missing_graded_name": ("swiglu", "def ffn_hidden_dim(d_model, multiple_of=256):\n    return 0\n", "missing_name", "SwiGLU"),
+    "missing_graded_name": ("swiglu", "def ffn_hidden_dim(d_model, multiple_of=256):\n    return 0\n", "missing_name",
+                            "SwiGLU"),
     "import_time_exception": ("rmsnorm", "import torch\n\nraise ValueError('boom at import')\n", "exception", "line 3"),
     "learner_exception_line": (
         "attention",

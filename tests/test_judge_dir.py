@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from drill.cli import app
-from drill.judge.batch import expand
 from drill.errors import UserError
+from drill.judge.batch import expand
 
 SOLUTIONS = Path(__file__).parent / "fixtures" / "solutions"
 

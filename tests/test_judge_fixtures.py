@@ -3,8 +3,8 @@
 tests/fixtures/solutions/<exercise>/good_*.py must pass; bug_<id>__*.py must
 fail with diagnosis id <id>. A file with two mistakes is named
 bug_<id>__two_bugs_<other_id>.py: it must fail naming one of the two (a
-partial match says so) or `unknown`, never a third mistake. Exercises without a registered spec are skipped
-(issue 4 adds rope/gqa/kv_cache). Files are graded lazily, one exercise at a
+partial match says so) or `unknown`, never a third mistake. A fixture folder whose exercise
+has no registered spec yet is skipped. Files are graded lazily, one exercise at a
 time (`Graded`), by two fork servers side by side.
 """
 
@@ -47,7 +47,8 @@ TWO = "two_bugs_"
 
 
 def verdict_flips(exercise: str, seeds: tuple[int, ...], limits: Limits = LIMITS) -> list[tuple]:
-    """(seed, file, verdict, detail) for every fixture of `exercise` whose verdict at one of `seeds` is not its name's."""
+    """(seed, file, verdict, detail) for every fixture of `exercise` whose verdict at one of `seeds` is not its
+    name's."""
     flips = []
     with ChildPool() as pool:
         for seed in seeds:
@@ -127,7 +128,8 @@ def _here(path: Path) -> bool:
 def _grouped(path: Path) -> object:
     """A parameter in its exercise's xdist group (`--dist loadgroup`); slow unless it is in the inner loop;
     `cuda` for a CUDA-only exercise's fixtures (`pytest -m cuda` on a GPU grades them)."""
-    marks = [pytest.mark.xdist_group(f"fixtures-{path.parent.name}")] + ([] if path in INNER_LOOP else [pytest.mark.slow])
+    marks = [pytest.mark.xdist_group(f"fixtures-{path.parent.name}")]
+    marks += [] if path in INNER_LOOP else [pytest.mark.slow]
     marks += [pytest.mark.cuda] if _cuda_only(path) else []
     return pytest.param(path, id=f"{path.parent.name}/{path.stem}", marks=marks)
 
@@ -135,7 +137,7 @@ def _grouped(path: Path) -> object:
 @pytest.mark.parametrize("path", [_grouped(p) for p in FILES])
 def test_fixture_verdict(path: Path, graded: Graded) -> None:
     if not registry.is_graded(path.parent.name):
-        pytest.skip(f"no spec registered for {path.parent.name} yet (issue 4)")
+        pytest.skip(f"no spec registered for {path.parent.name} yet")
     if not _here(path):
         pytest.skip(f"{path.parent.name} is graded on CUDA only and torch sees no GPU here "
                     "(DRILL_TRITON_INTERPRET=1 grades its values through Triton's interpreter)")
@@ -143,7 +145,8 @@ def test_fixture_verdict(path: Path, graded: Graded) -> None:
     want = _expected(path)
     got = "pass" if result.status == "pass" else (result.diagnosis.id if result.diagnosis else None)
     failing = [(t.name, t.message) for t in result.tests if t.status != "pass"]
-    assert got in _accepted(path), f"seed {SEED}: {result.status} {got} ({result.diagnosis_detail}); failing: {failing[:4]}"
+    assert got in _accepted(path), (f"seed {SEED}: {result.status} {got} ({result.diagnosis_detail}); "
+                                    f"failing: {failing[:4]}")
     if want != "pass":
         assert result.status in ("fail", "error")
     if result.diagnosis_partial:  # a partial name always says there is more than one mistake
@@ -184,7 +187,8 @@ def test_a_wrong_factor_is_one_mistake_named_with_its_factor(name: str, graded: 
 def test_a_wrong_cache_dtype_is_reported_as_the_cache(graded: Graded) -> None:
     result = graded[ROOT / "kv_cache" / "bug_wrong_dtype__cache_kept_fp32.py"]
     assert result.diagnosis.id == "wrong_dtype"
-    assert result.diagnosis_detail.startswith("returned key cache has dtype float32, expected "), result.diagnosis_detail
+    detail = result.diagnosis_detail
+    assert detail.startswith("returned key cache has dtype float32, expected "), detail
     # title/why/fix speak of the cache, not of "the output" (which is right here)
     doc = result.to_json()["diagnosis"]
     assert doc["title"] == "Returned cache has the wrong dtype", doc
@@ -192,7 +196,8 @@ def test_a_wrong_cache_dtype_is_reported_as_the_cache(graded: Graded) -> None:
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xdist_group(f"fixtures-{n.split('/')[0]}"))
-                                  for n in ["attention/bug_wrong_dtype__fp32_result.py", "mha/bug_wrong_dtype__fp32_result.py"]])
+                                  for n in ["attention/bug_wrong_dtype__fp32_result.py",
+                                            "mha/bug_wrong_dtype__fp32_result.py"]])
 def test_a_wrong_output_dtype_keeps_the_output_wording(name: str, graded: Graded) -> None:
     doc = graded[ROOT / name].to_json()["diagnosis"]
     assert doc["id"] == "wrong_dtype" and doc["title"] == "Wrong output dtype", doc

@@ -60,7 +60,8 @@ def test_tracker_names_the_full_matrix_in_every_form() -> None:
         "float64 copy of the scores": lambda q, k, v: (q @ k.mT).double().softmax(-1),
         "keys split, last tile padded": lambda q, k, v: torch.cat(
             [q @ torch.nn.functional.pad(kt, (0, 0, 0, 16 - kt.shape[2])).mT for kt in k.split(16, dim=2)], -1),
-        "per head, unbound": lambda q, k, v: torch.stack([qh @ kh.T for qh, kh in zip(q[0].unbind(0), k[0].unbind(0))]),
+        "per head, unbound": lambda q, k, v: torch.stack(
+            [qh @ kh.T for qh, kh in zip(q[0].unbind(0), k[0].unbind(0), strict=True)]),
     }
     for name, fn in forms.items():
         t = _track(fn)

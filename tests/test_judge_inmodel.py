@@ -86,7 +86,8 @@ def test_a_cache_declaring_interleaved_passes_inside_the_decoder(results) -> Non
 
 def test_bug_fails_inside_the_decoder_too_and_keeps_its_diagnosis(results) -> None:
     bug = results[1]
-    in_model = {t.name.split(":")[1].split(" of ")[0].strip(): t.status for t in bug.tests if t.name.startswith("in-model")}
+    in_model = {t.name.split(":")[1].split(" of ")[0].strip(): t.status for t in bug.tests
+                if t.name.startswith("in-model")}
     assert in_model == {"logits": "pass", "greedy generation": "fail"}  # a full pass has no cache; decoding does
     assert bug.diagnosis.id == "kv_mask_top_left"  # in-model cases never disturb the bug matching
 

@@ -186,7 +186,8 @@ def _assert_output_limit(doc: dict) -> None:
     [(STORM_IN_CALL, "line 13"), (STORM_AT_IMPORT, "while importing")],
     ids=["in_call", "at_import"],
 )
-def test_a_print_storm_is_output_limit_single_file(source: str, where: str, home: Path, tmp_path: Path, small_cap: int) -> None:
+def test_a_print_storm_is_output_limit_single_file(source: str, where: str, home: Path, tmp_path: Path,
+                                                   small_cap: int) -> None:
     f = tmp_path / "rmsnorm.py"
     f.write_text(source)
     res = run("check", str(f), "--json", "--seed", "1")

@@ -65,7 +65,8 @@ def test_mha_cases_cover_every_mask_form(seed: int) -> None:
 
 @pytest.mark.parametrize(
     "mask",
-    [torch.tensor([True, False, True, True, False, True]), torch.tensor(True), torch.tensor([[True], [False], [True], [True]])],
+    [torch.tensor([True, False, True, True, False, True]), torch.tensor(True),
+     torch.tensor([[True], [False], [True], [True]])],
     ids=["1-D key mask", "0-d", "(T_q,1)"],
 )
 def test_reference_takes_every_broadcastable_mask_on_both_paths(mask: torch.Tensor) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
+
 from drill.judge import audit
 from drill.judge.check import check_file
 from drill.judge.runner import ChildPool, Limits
@@ -179,7 +180,7 @@ def test_no_fixture_verdict_flips_across_seeds() -> None:
 # ---------------------------------------------------------------- CLI and mock
 
 
-from test_judge_cli import home, run  # noqa: E402,F401 - the CLI tests' private DRILL_HOME and runner
+from test_judge_cli import run  # noqa: E402 - the CLI tests' runner; `home` (a private DRILL_HOME) is conftest's
 
 
 def test_start_hint_exercises_and_check_through_the_cli(home: Path, tmp_path: Path) -> None:

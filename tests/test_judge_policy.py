@@ -30,7 +30,8 @@ REFUSED = {
     "defined_private_on_submodule": "import torch\n_getframe = 0\ntorch.nn.functional._getframe\n",
     # an eval behind a private method of a public class, reached through a call or a function argument
     "forwardref_evaluate_on_call": (
-        "import typing\nclass A:\n    _evaluate = None\nfr = typing.ForwardRef('int')\nfr._evaluate({}, {}, frozenset())\n"
+        "import typing\nclass A:\n    _evaluate = None\nfr = typing.ForwardRef('int')\nfr._evaluate({}, {}, "
+        "frozenset())\n"
     ),
     "forwardref_evaluate_on_argument": (
         "import typing\n_evaluate = None\ndef run(ref):\n    return ref._evaluate({}, {}, frozenset())\n"
@@ -62,7 +63,8 @@ REFUSED = {
 }
 
 ALLOWED = {
-    "own_private": "class A:\n    def __init__(self):\n        self._cache = {}\n    def f(self):\n        return self._cache\n",
+    "own_private": "class A:\n    def __init__(self):\n        self._cache = {}\n    def f(self):\n        return "
+                   "self._cache\n",
     "register_buffer_private": (
         "import torch\nfrom torch import nn\nclass R(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
         "        self.register_buffer('_inv', torch.ones(2))\n    def forward(self, x):\n        return x * self._inv\n"

@@ -50,7 +50,7 @@ def test_marking_the_probes_draws_nothing(name: str, monkeypatch: pytest.MonkeyP
         monkeypatch.setattr(module, "twice_probes", lambda cases, n=3: cases)
     plain = spec.make_cases(3)
     assert [c.name for c in marked] == [c.name for c in plain]
-    for a, b in zip(marked, plain):
+    for a, b in zip(marked, plain, strict=True):
         for key, value in a.args.items():
             if isinstance(value, torch.Tensor):
                 assert torch.equal(value, b.args[key]), (a.name, key)

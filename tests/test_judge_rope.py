@@ -116,7 +116,8 @@ def test_invalid_convention_fails_clearly(tmp_path: Path, pool: ChildPool) -> No
 
 
 def test_swapped_convention_says_how_to_declare(tmp_path: Path, pool: ChildPool) -> None:
-    path = _write(tmp_path, (SOLUTIONS / "good_interleaved_stack.py").read_text().replace('CONVENTION = "interleaved"\n', ""))
+    source = (SOLUTIONS / "good_interleaved_stack.py").read_text()
+    path = _write(tmp_path, source.replace('CONVENTION = "interleaved"\n', ""))
     result = check_file(path, None, 4, Limits(), pool=pool)
     assert result.diagnosis is not None and result.diagnosis.id == "rope_convention_swapped"
     assert 'CONVENTION = "interleaved"' in result.diagnosis_detail

@@ -20,9 +20,9 @@ from drill.judge import registry
 from drill.judge.check import _tolerance_of, check_file
 from drill.judge.compare import compare
 from drill.judge.runner import ChildPool, Limits
+from drill.judge.spec import Tolerance
 from drill.judge.specs import sampling
 from drill.judge.specs._sampling_bugs import SAMPLING_VARIANTS, pipeline
-from drill.judge.spec import Tolerance
 
 SOLUTIONS = Path(__file__).parent / "fixtures" / "solutions" / "sampling"
 SEEDS = (0, 1, 7, 20261129)
@@ -50,7 +50,7 @@ def test_every_option_alone_and_combined_every_dtype_and_magnitude(seed: int, gr
     opts = [_opts(c) for c in cases]
     temps = {o["temperature"] for o in opts}
     assert any(t < 1 for t in temps) and any(t > 1 for t in temps) and 1.0 in temps
-    ks = [(o["top_k"], c.args["logits"].shape[-1]) for o, c in zip(opts, cases)]
+    ks = [(o["top_k"], c.args["logits"].shape[-1]) for o, c in zip(opts, cases, strict=True)]
     assert {None, 0, 1} <= {k for k, _ in ks}
     assert any(k is not None and 1 < k < v for k, v in ks) and any(k is not None and k >= v for k, v in ks)
     ps = {o["top_p"] for o in opts}

@@ -27,8 +27,7 @@ from unittest import mock
 
 import pytest
 
-from drill.judge import client, server_dir, wire
-from drill.judge import check
+from drill.judge import check, client, server_dir, wire
 from drill.judge.spec import Diagnosis
 
 SOL = Path(__file__).parent / "fixtures" / "solutions"
@@ -456,7 +455,8 @@ def test_a_full_disk_costs_one_line_and_the_in_process_path(tmp_path: Path) -> N
         full.rmdir()
 
 
-def test_watch_and_bench_grade_through_the_server(shared: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_watch_and_bench_grade_through_the_server(shared: dict, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """--watch re-grades through the server (no fork server of its own); bench's check does too."""
     from typer.testing import CliRunner
 

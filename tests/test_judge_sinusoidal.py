@@ -54,7 +54,7 @@ def test_cases_cover_offsets_gaps_order_large_positions_bases_and_sizes(seed: in
     assert 2 in dims and any((d // 2) % 2 == 1 for d in dims) and max(dims) >= 64
     assert all(c.out_dtype == torch.float32 and not c.wants_grads for c in cases)
     assert cases[-1].repeat is not None and sum(c.repeat is not None for c in cases) == 1
-    assert len({(len(p), c.args["d_model"]) for p, c in zip(pos, cases)}) == len(cases)  # see Distinct
+    assert len({(len(p), c.args["d_model"]) for p, c in zip(pos, cases, strict=True)}) == len(cases)  # see Distinct
 
 
 def test_the_tolerance_covers_every_correct_fp32_formulation() -> None:

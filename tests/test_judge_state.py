@@ -78,7 +78,8 @@ def test_kv_instance_cache_hands_every_decode_step_the_first_steps_positions(see
     got = case.ctx["stale"][label]
     prompt = case.extra["calls"][0]
     assert torch.equal(got[0], torch.arange(prompt))
-    assert all(torch.equal(p, torch.tensor([prompt])) for p in got[1:])  # every step rotated at the first step's position
+    # every step rotated at the first step's position
+    assert all(torch.equal(p, torch.tensor([prompt])) for p in got[1:])
 
 
 @pytest.mark.parametrize("seed", SEEDS)

@@ -38,10 +38,12 @@ CASES: dict[str, tuple] = {
     "monkeypatch_allclose": ("policy_violation", ANY, {}),
     "fake_verdict": ("policy_violation", ANY, {}),
     "infinite_loop": ("cpu_limit", "cpu_limit", {"cpu_s": 5.0, "timeout_s": 40.0}),
-    "sleeps": ("time_limit", "time_limit", {"timeout_s": 3.0}),  # `import time` is allowed: a sleep spends only the limit
+    # `import time` is allowed: a sleep spends only the limit
+    "sleeps": ("time_limit", "time_limit", {"timeout_s": 3.0}),
     "leaves_child": ("policy_violation", {"policy_violation", "crashed"}, {}),
     "setsid_grandchild": ("policy_violation", {"policy_violation", "crashed"}, {}),
-    "memory_bomb": ("memory_limit", "memory_limit", {"memory_mb": 1536}),  # torch 2.11's CUDA build needs ~800 MB to import
+    # torch 2.11's CUDA build needs ~800 MB to import
+    "memory_bomb": ("memory_limit", "memory_limit", {"memory_mb": 1536}),
     "wrong_type": ("wrong_type", "wrong_type", {}),
     "aten_kernel": ("policy_violation", "forbidden_op", {}),
     "import_drill": ("policy_violation", {"policy_violation", "forbidden_op", "exception"}, {}),
@@ -286,5 +288,6 @@ def test_nothing_of_the_child_outlives_a_killed_drill(tmp_path: Path) -> None:
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     time.sleep(2.0)
-    alive = [p for p in kids if Path(f"/proc/{p}").exists() and "Z" not in Path(f"/proc/{p}/stat").read_text().split()[2]]
+    alive = [p for p in kids if Path(f"/proc/{p}").exists()
+             and "Z" not in Path(f"/proc/{p}/stat").read_text().split()[2]]
     assert alive == [], f"processes of the run outlived drill: {alive}"

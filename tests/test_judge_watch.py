@@ -100,7 +100,8 @@ def test_watch_regrades_a_real_check_after_the_fix(tmp_path: Path) -> None:
     # gone twice: a notice each time
     ({1.0: "unlink", 2.0: "restore", 3.0: "unlink", 4.0: "restore"}, [1.2, 3.2], 3),
 ])
-def test_a_deleted_file_is_reported_once_per_disappearance(tmp_path: Path, script: dict, missing_at: list, grades: int) -> None:
+def test_a_deleted_file_is_reported_once_per_disappearance(tmp_path: Path, script: dict, missing_at: list,
+                                                           grades: int) -> None:
     f = tmp_path / "rope.py"
     _touch(f, "x", 1_000_000_000)
     actions = {"unlink": f.unlink, "restore": lambda: _touch(f, "y" * int(t.now * 10), int(t.now * 1e9) + 7)}
@@ -111,7 +112,7 @@ def test_a_deleted_file_is_reported_once_per_disappearance(tmp_path: Path, scrip
           stop=lambda: t.now >= 6, on_missing=lambda p: missing.append((t.now, p.name)))
     assert len(graded) == grades
     assert [name for _, name in missing] == ["rope.py"] * len(missing_at)
-    assert all(abs(at - want) < 0.15 for (at, _), want in zip(missing, missing_at)), missing
+    assert all(abs(at - want) < 0.15 for (at, _), want in zip(missing, missing_at, strict=True)), missing
 
 
 def _fake_watch(*steps: str):

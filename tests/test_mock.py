@@ -23,11 +23,11 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from drill.cli import app
-from drill.quiz import kinds
 from drill.mock.clock import Countdown, FakeClock, SystemClock
 from drill.mock.concept import MIN_SEEN_S
 from drill.mock.reader import INTERRUPT, EndOfInput, ScriptedReader, TimeUp, stream_reader
 from drill.mock.run import EXIT_ABANDONED, MockOptions, run_mock
+from drill.quiz import kinds
 from drill.store import Store
 
 from mockkit import RIGHT, WRONG, StubGrader, last_report, sit, write_into

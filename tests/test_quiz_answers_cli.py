@@ -20,7 +20,8 @@ from drill.store import Store
 runner = CliRunner()
 
 
-def _numeric(qid: str, answer: float, unit: str, tags: str = "[arithmetic]", rel: float = 0.01, topic_difficulty: str = "easy") -> str:
+def _numeric(qid: str, answer: float, unit: str, tags: str = "[arithmetic]", rel: float = 0.01,
+             topic_difficulty: str = "easy") -> str:
     return textwrap.dedent(f"""\
       - id: {qid}
         kind: numeric
@@ -78,7 +79,8 @@ def _saved(home: Path) -> list[tuple[str, int, str]]:
         # Gigabits are not gigabytes: asked again (not graded), then a real answer is graded.
         (["--tag", "kv-cache", "--topic", "gqa"], ["171.8 Gb", "171.8 GB"], "'Gb' means gigabits", ("171.8 GB", 3)),
         # Tokens are not params: asked again; a bare number is fine.
-        (["--topic", "kv_cache"], ["4198400 tokens", "4198400"], "you wrote tokens; the answer is in params", ("4198400", 3)),
+        (["--topic", "kv_cache"], ["4198400 tokens", "4198400"], "you wrote tokens; the answer is in params",
+         ("4198400", 3)),
         # A full count for an answer in billions: "did you mean", not a wrong answer.
         (["--topic", "moe"], ["11,274,289,152", "1.127e10", "11.27"], "did you mean 11.2743 B?", ("11.27", 3)),
         # 0.25 on a percentage question.
@@ -86,10 +88,12 @@ def _saved(home: Path) -> list[tuple[str, int, str]]:
         # Decimal GB for an answer in GiB: "did you mean GiB?", not a wrong answer (issue 16).
         (["--topic", "gqa", "--tag", "kv-cache"], ["160 GB", "160 GiB"], "did you mean 160 GiB?", ("160 GiB", 3)),
         # Arithmetic is worked out with the safe evaluator, unit and all.
-        (["--topic", "gqa", "--tag", "kv-cache"], ["160 * 2^30 bytes"], "(160 * 2^30 bytes = 160 GiB)", ("160 * 2^30 bytes", 3)),
+        (["--topic", "gqa", "--tag", "kv-cache"], ["160 * 2^30 bytes"], "(160 * 2^30 bytes = 160 GiB)",
+         ("160 * 2^30 bytes", 3)),
     ],
 )
-def test_answers_are_read_strictly_and_slips_are_asked_again(home: Path, bank: Path, flags: list[str], typed: list[str], said: str, graded: tuple[str, int]) -> None:
+def test_answers_are_read_strictly_and_slips_are_asked_again(home: Path, bank: Path, flags: list[str], typed: list[str],
+                                                             said: str, graded: tuple[str, int]) -> None:
     result = _quiz(bank, "-n", "1", *flags, input="\n".join(typed) + "\n")
     assert result.exit_code == 0, result.output
     assert said in result.output
@@ -115,7 +119,8 @@ def test_due_mode_never_asks_more_than_n(home: Path, bank: Path) -> None:
 
 
 def test_due_mode_repeats_a_miss_only_while_there_is_room(home: Path, bank: Path) -> None:
-    result = runner.invoke(app, ["quiz", "--bank", str(bank), "--topic", "gqa", "-n", "3", "--seed", "7"], input="0\n0\n0\n0\n")
+    result = runner.invoke(app, ["quiz", "--bank", str(bank), "--topic", "gqa", "-n", "3", "--seed", "7"],
+                           input="0\n0\n0\n0\n")
     assert result.exit_code == 0, result.output
     assert result.output.count("Question ") == 2 and "Question 2/2" in result.output
     assert result.output.count("Repeat 1 (missed earlier)") == 1 and "Repeat 2" not in result.output
@@ -137,7 +142,8 @@ def test_due_mode_repeats_a_miss_only_while_there_is_room(home: Path, bank: Path
 def test_filters_ignore_case_and_take_comma_lists(home: Path, bank: Path, flags: list[str], ids: set[str]) -> None:
     result = _quiz(bank, *flags, input="q\n")
     assert result.exit_code == 0, result.output
-    shown = {qid for qid in ("moe-active-b", "gqa-kv-share", "gqa-cache-gib", "kv-params") if f"for {qid}?" in result.output}
+    shown = {qid for qid in ("moe-active-b", "gqa-kv-share", "gqa-cache-gib", "kv-params")
+             if f"for {qid}?" in result.output}
     assert len(shown) == 1 and shown <= ids  # q after the first: one shown, and from the filtered set
     assert f"Question 1/{len(ids)}" in result.output
 
@@ -149,7 +155,8 @@ def test_filters_ignore_case_and_take_comma_lists(home: Path, bank: Path, flags:
         (["--tag", "kv-cach"], "unknown tag 'kv-cach'; did you mean kv-cache?"),
         (["--tag", "gqa"], "unknown tag 'gqa'; did you mean gqa-ratio?"),
         (["--topic", "moe,gq"], "unknown topic 'gq'; did you mean gqa?"),
-        (["--topic", "moe", "--tag", "memory"], "no question matches all of these filters together (topic moe alone: 1; tag memory alone: 2)"),
+        (["--topic", "moe", "--tag", "memory"],
+         "no question matches all of these filters together (topic moe alone: 1; tag memory alone: 2)"),
     ],
 )
 def test_unknown_filters_are_named_with_suggestions(home: Path, bank: Path, flags: list[str], message: str) -> None:

@@ -61,7 +61,8 @@ def test_huge_powers_fail_fast(text: str) -> None:
     assert time.monotonic() - started < 1.0
 
 
-@pytest.mark.parametrize(("text", "fragment"), [("1 / 0", "division by zero"), ("log(0)", "math domain"), ("y + 1", "unknown name 'y'")])
+@pytest.mark.parametrize(("text", "fragment"),
+                         [("1 / 0", "division by zero"), ("log(0)", "math domain"), ("y + 1", "unknown name 'y'")])
 def test_runtime_failures_are_formula_errors(text: str, fragment: str) -> None:
     with pytest.raises(FormulaError, match=fragment):
         evaluate(text, {})

@@ -272,7 +272,8 @@ def test_a_wrong_formula_within_tolerance_on_some_draw_is_refused(tmp_path: Path
     assert "flops.yaml:14: " in problems[0]
     assert "lands within the answer's tolerance (±1%) on 10 of 400 draws (all of them)" in problems[0]
     assert "e.g. n=2, m=1" in problems[0]
-    fixed = PARAMETRIC.replace("    formula: \"2 * n * n * m\"", "    constraints: [\"2 * m != n\"]\n    formula: \"2 * n * n * m\"")
+    fixed = PARAMETRIC.replace("    formula: \"2 * n * n * m\"",
+                               "    constraints: [\"2 * m != n\"]\n    formula: \"2 * n * n * m\"")
     assert not scan(_bank(tmp_path / "fixed", {"flops": fixed})).problems
     assert load_bank(bank, cache_dir=tmp_path / "cache").questions  # the quiz still runs it: quality, not safety
 
@@ -307,20 +308,25 @@ def test_a_key_point_ticked_by_nonsense_is_refused(tmp_path: Path, first: str, o
 
 
 def test_specific_key_points_pass_the_nonsense_audit(tmp_path: Path) -> None:
-    bank = _bank(tmp_path / "bank", {"masks": RECALL.format(first="-inf|negative infinity|finfo", second="before (the )?softmax")})
+    bank = _bank(tmp_path / "bank", {"masks": RECALL.format(first="-inf|negative infinity|finfo",
+                                                            second="before (the )?softmax")})
     assert not scan(bank).problems
     assert len(NONSENSE_ANSWERS) >= 6 and "" not in NONSENSE_ANSWERS
 
 
 def _choice(n: int, longest_right: bool) -> str:
-    right, wrong = ("the right answer, spelled out at length", "wrong") if longest_right else ("right", "a wrong answer, spelled out at length")
+    if longest_right:
+        right, wrong = "the right answer, spelled out at length", "wrong"
+    else:
+        right, wrong = "right", "a wrong answer, spelled out at length"
     return (f"  - id: pick-{n:02d}\n    kind: choice\n    difficulty: easy\n    prompt: \"Pick {n}.\"\n"
             f"    explanation: \"Because.\"\n    options:\n      - {{text: \"{right} {n}\", correct: true}}\n"
             f"      - {{text: \"{wrong} {n}\", correct: false}}\n")
 
 
 @pytest.mark.parametrize(("total", "longest", "refused"), [(10, 4, True), (20, 7, False), (9, 9, False)])
-def test_the_longest_right_option_share_is_reported_and_capped(tmp_path: Path, total: int, longest: int, refused: bool) -> None:
+def test_the_longest_right_option_share_is_reported_and_capped(tmp_path: Path, total: int, longest: int,
+                                                               refused: bool) -> None:
     body = "".join(_choice(n, n < longest) for n in range(total))
     bank = _bank(tmp_path / "bank", {"picks": "topic: picks\nquestions:\n" + body})
     result = scan(bank)
@@ -329,7 +335,8 @@ def test_the_longest_right_option_share_is_reported_and_capped(tmp_path: Path, t
     assert f"right option longest in {longest} of {total} choice questions ({longest / total:.0%})" in summary
     assert bool(result.problems) is refused
     if refused:
-        assert len(result.problems) == longest and all("the right option is the longest" in p.message for p in result.problems)
+        assert len(result.problems) == longest and all("the right option is the longest" in p.message
+                                                       for p in result.problems)
 
 
 def test_the_shipped_bank_keeps_the_longest_right_option_share_low() -> None:

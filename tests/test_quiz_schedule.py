@@ -46,7 +46,8 @@ def test_lapse_only_counts_again_on_a_review_card(tmp_path: Path) -> None:
     scheduler = Scheduler(fuzz=False)
     first = scheduler.review(None, AGAIN, T0)
     assert not first.lapsed  # a new card rated Again is not a lapse
-    graduated = scheduler.review(scheduler.review(first.card_json, GOOD, first.due).card_json, GOOD, T0 + timedelta(hours=1))
+    graduated = scheduler.review(scheduler.review(first.card_json, GOOD, first.due).card_json, GOOD,
+                                 T0 + timedelta(hours=1))
     lapse = scheduler.review(graduated.card_json, AGAIN, graduated.due)
     assert lapse.lapsed
 
@@ -78,13 +79,15 @@ def test_session_schedules_with_injected_clock(tmp_path: Path) -> None:
     with Store(tmp_path / "p.db") as store:
         options = QuizOptions(bank=GOOD_BANK, tags=("complexity",), seed=2, new_limit=10, shuffle=False)
         console = Console(record=True, width=120)
-        run_quiz(options, console=console, read=lines_reader(["a", "a", "a"]), store=store, clock=lambda: T0, fuzz=False)
+        run_quiz(options, console=console, read=lines_reader(["a", "a", "a"]), store=store, clock=lambda: T0,
+                 fuzz=False)
         text = console.export_text()
         assert text.count("✓ correct") == 1  # "a" is right only for the decode question
         failed = [r.question_id for r in store.reviews() if r.rating == AGAIN]
         assert len(failed) == 2
         console = Console(record=True, width=120)
-        run_quiz(options, console=console, read=lines_reader([]), store=store, clock=lambda: T0 + timedelta(days=1), fuzz=False)
+        run_quiz(options, console=console, read=lines_reader([]), store=store, clock=lambda: T0 + timedelta(days=1),
+                 fuzz=False)
         text = console.export_text()
         first_shown = text.split("Question 1/")[1].splitlines()[1]
         prompts = {q.id: q.prompt for q in load_bank(GOOD_BANK, cache_dir=tmp_path).questions}
@@ -95,7 +98,8 @@ def test_session_schedules_with_injected_clock(tmp_path: Path) -> None:
 def test_new_today_ignores_cram_and_older_reviews(tmp_path: Path) -> None:
     with Store(tmp_path / "p.db") as store:
         store.record_review("a-1", 3, source="cram", reviewed_at=T0.isoformat())
-        store.record_review("b-1", 3, card_json="{}", due=T0.isoformat(), reviewed_at=(T0 - timedelta(days=3)).isoformat())
+        store.record_review("b-1", 3, card_json="{}", due=T0.isoformat(),
+                            reviewed_at=(T0 - timedelta(days=3)).isoformat())
         store.record_review("b-1", 3, card_json="{}", due=T0.isoformat(), reviewed_at=T0.isoformat())
         store.record_review("c-1", 3, card_json="{}", due=T0.isoformat(), reviewed_at=T0.isoformat())
         assert new_today(store.reviews(), T0) == 1

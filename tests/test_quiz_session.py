@@ -15,8 +15,8 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from drill.cli import app
-from drill.quiz.run import QuizOptions, run_quiz
 from drill.quiz.kinds.choice import parse_choice
+from drill.quiz.run import QuizOptions, run_quiz
 from drill.quiz.session import lines_reader
 from drill.store import Store
 
@@ -272,7 +272,8 @@ def test_quiz_does_not_import_torch(home: Path) -> None:
         "print('TORCH_LOADED' if 'torch' in sys.modules else 'TORCH_ABSENT')\n"
     )
     env = {**os.environ, "DRILL_HOME": str(home)}
-    out = subprocess.run([sys.executable, "-c", code, str(GOOD)], input="q\n", capture_output=True, text=True, env=env, timeout=120)
+    out = subprocess.run([sys.executable, "-c", code, str(GOOD)], input="q\n", capture_output=True, text=True, env=env,
+                         timeout=120)
     assert "Question 1/1" in out.stdout, out.stdout + out.stderr
     assert "TORCH_ABSENT" in out.stdout
 
@@ -282,7 +283,8 @@ def test_choice_options_are_shuffled_and_graded_by_what_was_shown(home: Path) ->
     grading follows the letters on screen, not the file order."""
     positions = set()
     for seed in range(8):
-        args = ["quiz", "--bank", str(GOOD), "--cram", "--tag", "complexity", "--difficulty", "easy", "--seed", str(seed)]
+        args = ["quiz", "--bank", str(GOOD), "--cram", "--tag", "complexity", "--difficulty", "easy", "--seed",
+                str(seed)]
         shown = runner.invoke(app, args, input="q\n").output
         (line,) = [ln for ln in shown.splitlines() if ln.strip().endswith(") O(n^2)")]
         right = line.strip()[0]

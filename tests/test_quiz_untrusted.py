@@ -70,17 +70,25 @@ def _write(folder: Path, name: str, text: str) -> Path:
 CASES = {
     # name: (file text, expected line, fragment of the message)
     "alias-bomb": (BOMB, 2, "anchors and aliases"),
-    "anchor-alone": (HEAD.format(topic="anchor-alone") + QUESTION.format(topic="x", answer="&n 4"), 8, "anchors and aliases"),
+    "anchor-alone": (HEAD.format(topic="anchor-alone") + QUESTION.format(topic="x", answer="&n 4"), 8,
+                     "anchors and aliases"),
     "timestamp-tag": (HEAD.format(topic="timestamp-tag") + QUESTION.format(topic="x", answer="!!timestamp 2024-13-45"),
                       8, "the tag !!timestamp is not allowed"),
-    "huge-int": (HEAD.format(topic="huge-int") + QUESTION.format(topic="x", answer="9" * 5000), 8, "more than 30 digits"),
-    "python-tag": (HEAD.format(topic="python-tag") + QUESTION.format(topic="x", answer='!!python/object/apply:os.system ["true"]'),
+    "huge-int": (HEAD.format(topic="huge-int") + QUESTION.format(topic="x", answer="9" * 5000), 8,
+                 "more than 30 digits"),
+    "python-tag": (HEAD.format(topic="python-tag")
+                   + QUESTION.format(topic="x", answer='!!python/object/apply:os.system ["true"]'),
                    8, "the tag !!python/object/apply:os.system is not allowed"),
-    "binary-tag": (HEAD.format(topic="binary-tag") + QUESTION.format(topic="x", answer="!!binary aGVsbG8="), 8, "!!binary is not allowed"),
-    "local-tag": (HEAD.format(topic="local-tag") + QUESTION.format(topic="x", answer="!mine 4"), 8, "!mine is not allowed"),
-    "bad-int-tag": (HEAD.format(topic="bad-int-tag") + QUESTION.format(topic="x", answer="!!int four"), 8, "is not a whole number"),
-    "deep-nesting": (HEAD.format(topic="deep-nesting") + QUESTION.format(topic="x", answer="[" * 200 + "]" * 200), 8, "nested more than"),
-    "infinite-float": (HEAD.format(topic="infinite-float") + QUESTION.format(topic="x", answer=".inf"), 8, "must be a finite number"),
+    "binary-tag": (HEAD.format(topic="binary-tag") + QUESTION.format(topic="x", answer="!!binary aGVsbG8="), 8,
+                   "!!binary is not allowed"),
+    "local-tag": (HEAD.format(topic="local-tag") + QUESTION.format(topic="x", answer="!mine 4"), 8,
+                  "!mine is not allowed"),
+    "bad-int-tag": (HEAD.format(topic="bad-int-tag") + QUESTION.format(topic="x", answer="!!int four"), 8,
+                    "is not a whole number"),
+    "deep-nesting": (HEAD.format(topic="deep-nesting") + QUESTION.format(topic="x", answer="[" * 200 + "]" * 200), 8,
+                     "nested more than"),
+    "infinite-float": (HEAD.format(topic="infinite-float") + QUESTION.format(topic="x", answer=".inf"), 8,
+                       "must be a finite number"),
 }
 
 
@@ -163,7 +171,8 @@ def test_typed_blowups_are_asked_again(text: str) -> None:
 
 
 def test_a_blowup_formula_in_a_bank_is_one_line(tmp_path: Path) -> None:
-    text = HEAD.format(topic="blowup") + QUESTION.format(topic="blowup", answer="1") + '    formula: "round(1, -10**12)"\n'
+    text = (HEAD.format(topic="blowup") + QUESTION.format(topic="blowup", answer="1")
+            + '    formula: "round(1, -10**12)"\n')
     bank = _write(tmp_path / "bank", "blowup.yaml", text)
     proc = _drill("validate", str(bank), home=tmp_path / "home", timeout=10)
     assert proc.returncode == 2 and "blowup.yaml:9: " in proc.stderr and "round()'s digits" in proc.stderr, proc.stderr
@@ -171,7 +180,8 @@ def test_a_blowup_formula_in_a_bank_is_one_line(tmp_path: Path) -> None:
 
 def test_a_blowup_typed_in_the_quiz_is_asked_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DRILL_HOME", str(tmp_path / "home"))
-    bank = _write(tmp_path / "bank", "typed.yaml", HEAD.format(topic="typed") + QUESTION.format(topic="typed", answer="4"))
+    bank = _write(tmp_path / "bank", "typed.yaml",
+                  HEAD.format(topic="typed") + QUESTION.format(topic="typed", answer="4"))
     result = runner.invoke(app, ["quiz", "--bank", str(bank), "-n", "1", "--cram"], input="round(1, -10^12)\n4\n")
     assert result.exit_code == 0, result.output
     assert "round()'s digits" in result.output and "correct: 4" in result.output

@@ -16,7 +16,8 @@ import drill.reference as R
 
 transformers = pytest.importorskip("transformers")
 if not transformers.utils.is_torch_available():  # transformers 5 disables its models on torch < 2.6
-    pytest.skip(f"transformers {transformers.__version__} does not support torch {torch.__version__}", allow_module_level=True)
+    pytest.skip(f"transformers {transformers.__version__} does not support torch {torch.__version__}",
+                allow_module_level=True)
 
 HIDDEN = 64
 HF_KW = dict(

@@ -250,7 +250,8 @@ BAD_CALLS = {
     "sdpa gqa": (lambda: R.sdpa(x4, torch.zeros(1, 3, 3, 8), torch.zeros(1, 3, 3, 8)), "Hkv=3"),
     "sdpa mask dtype": (lambda: R.sdpa(x4, x4, x4, torch.ones(3, 3)), "torch.float32"),
     "sdpa mask shape": (lambda: R.sdpa(x4, x4, x4, torch.ones(3, 5, dtype=torch.bool)), "(3, 5)"),
-    "mha heads": (lambda: R.multi_head_attention(torch.zeros(1, 2, 10), *[torch.zeros(10, 10)] * 4, n_heads=3), "n_heads=3"),
+    "mha heads": (lambda: R.multi_head_attention(torch.zeros(1, 2, 10), *[torch.zeros(10, 10)] * 4, n_heads=3),
+                  "n_heads=3"),
     "gqa kv heads": (
         lambda: R.grouped_query_attention(torch.zeros(1, 2, 8), *[torch.zeros(8, 8)] * 4, n_heads=4, n_kv_heads=3),
         "n_kv_heads=3",
@@ -258,7 +259,8 @@ BAD_CALLS = {
     "impl name": (lambda: R.set_impl("triton"), "'triton'"),
     "ffn": (lambda: R.ffn_hidden_dim(0), "d_model=0"),
     "token id": (lambda: make_model()(torch.tensor([[0, 61]])), "61"),
-    "cache dtype": (lambda: R.KVCache(1, 1, 4, 8).update(torch.zeros(1, 1, 1, 8, dtype=torch.float16), torch.zeros(1, 1, 1, 8, dtype=torch.float16)), "float16"),
+    "cache dtype": (lambda: R.KVCache(1, 1, 4, 8).update(torch.zeros(1, 1, 1, 8, dtype=torch.float16),
+                                                         torch.zeros(1, 1, 1, 8, dtype=torch.float16)), "float16"),
     "decoder cache overflow": (lambda: make_model()(ids(t=5), make_model().new_caches(2, 4)), "max_len=4"),
 }
 

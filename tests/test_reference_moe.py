@@ -130,7 +130,7 @@ def _load_hf_experts(block, router, experts) -> None:
             ex.gate_up_proj.copy_(torch.stack([torch.cat([g, u], 0) for g, u, _ in experts]))
             ex.down_proj.copy_(torch.stack([dn for _, _, dn in experts]))
         else:  # transformers 4.x: ModuleList of w1 (gate), w3 (up), w2 (down) or gate/up/down_proj
-            for m, (g, u, dn) in zip(ex, experts):
+            for m, (g, u, dn) in zip(ex, experts, strict=True):
                 for names, w in ((("w1", "gate_proj"), g), (("w3", "up_proj"), u), (("w2", "down_proj"), dn)):
                     getattr(m, next(n for n in names if hasattr(m, n))).weight.copy_(w)
 

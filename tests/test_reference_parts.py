@@ -43,7 +43,7 @@ def naive_attention(q, k, v, allowed, scale=None):
                 s = torch.tensor([float(q[b, h, i].double() @ k[b, kh, j].double()) * scale for j in js])
                 w = torch.exp(s - s.max())
                 w = w / w.sum()
-                for wj, j in zip(w, js):
+                for wj, j in zip(w, js, strict=True):
                     out[b, h, i] += wj * v[b, kh, j].double()
     return out
 
@@ -88,7 +88,7 @@ def naive_cross_entropy(logits, targets, ignore_index=-100, ls=0.0):
     v = logits.shape[-1]
     rows = logits.double().reshape(-1, v).tolist()
     total, kept = 0.0, 0
-    for row, t in zip(rows, targets.reshape(-1).tolist()):
+    for row, t in zip(rows, targets.reshape(-1).tolist(), strict=True):
         if t == ignore_index:
             continue
         m = max(row)
@@ -274,7 +274,8 @@ def test_gqa_past_kv_any_split_equals_one_pass(impl):
     for split in ([T], [4] + [1] * 5, [3, 3, 3], [1, 8]):
         past, outs, start = None, [], 0
         for n in split:
-            out, past = R.grouped_query_attention(x[:, start : start + n], *w, H, Hkv, rope_base=500000.0, past_kv=past, impl=impl)
+            out, past = R.grouped_query_attention(x[:, start : start + n], *w, H, Hkv, rope_base=500000.0, past_kv=past,
+                                                  impl=impl)
             outs.append(out)
             start += n
         close(torch.cat(outs, 1), full, 1e-5)
@@ -489,7 +490,8 @@ def test_cross_entropy_ignored_targets_are_never_indexed_and_bad_ones_refused():
 # --- SwiGLU ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("d_model", "multiple_of", "expected"), [(4096, 256, 11008), (512, 256, 1536), (768, 64, 2048), (10, 1, 26)])
+@pytest.mark.parametrize(("d_model", "multiple_of", "expected"),
+                         [(4096, 256, 11008), (512, 256, 1536), (768, 64, 2048), (10, 1, 26)])
 def test_ffn_hidden_dim(d_model, multiple_of, expected):
     assert R.ffn_hidden_dim(d_model, multiple_of) == expected
 
@@ -525,12 +527,13 @@ def test_fused_and_math_agree_with_gradients():
         "rms_norm": lambda impl: R.rms_norm(x, torch.linspace(0.5, 1.5, 32), 1e-5, impl=impl),
         "rope": lambda impl: R.apply_rope(x.view(2, 6, 4, 8).transpose(1, 2), torch.arange(6), impl=impl),
         "sdpa": lambda impl: R.sdpa(*(x.view(2, 6, 4, 8).transpose(1, 2),) * 3, causal=True, impl=impl),
-        "swiglu": lambda impl: R.swiglu(x, randn(48, 32, seed=48) / 6, randn(48, 32, seed=49) / 6, randn(32, 48, seed=50) / 7, impl=impl),
+        "swiglu": lambda impl: R.swiglu(x, randn(48, 32, seed=48) / 6, randn(48, 32, seed=49) / 6,
+                                        randn(32, 48, seed=50) / 7, impl=impl),
         "layer_norm": lambda impl: R.layer_norm(x, torch.linspace(0.5, 1.5, 32), torch.linspace(-1, 1, 32), 1e-5,
                                                 impl=impl),
         "cross_entropy": lambda impl: R.cross_entropy(x, _targets((2, 6), 32, 78, -100), -100, 0.1, impl=impl)[None],
     }
-    for name, fn in parts.items():
+    for fn in parts.values():
         results = {}
         for impl in IMPLS:
             x.grad = None
@@ -587,7 +590,7 @@ def naive_attention_lse(q, k, v, causal):
                 top = max(s)
                 w = [math.exp(x - top) for x in s]
                 lse[bi, hi, i] = top + math.log(sum(w))
-                for wj, j in zip(w, keys):
+                for wj, j in zip(w, keys, strict=True):
                     out[bi, hi, i] += wj / sum(w) * v[bi, hi, j].double()
     return out, lse
 

@@ -86,7 +86,7 @@ def naive_sinusoidal(positions: list[int], d: int, base: float, layout: str) -> 
         sins = [math.sin(p / base ** (2 * i / d)) for i in range(d // 2)]
         coss = [math.cos(p / base ** (2 * i / d)) for i in range(d // 2)]
         if layout == "interleaved":
-            rows.append([v for pair in zip(sins, coss) for v in pair])
+            rows.append([v for pair in zip(sins, coss, strict=True) for v in pair])
         else:
             rows.append(sins + coss)
     return rows

@@ -18,7 +18,8 @@ def test_selftest_passes_on_this_machine(capsys):
     out = capsys.readouterr().out
     if not torch.cuda.is_available():
         assert "CUDA not available" in out
-        assert "18/18 passed" in out and "ok   filter_logits" in out  # 14 comparisons, 2 forced SDPA backends, the default choice, rms_norm
+        # 14 comparisons, 2 forced SDPA backends, the default choice, rms_norm
+        assert "18/18 passed" in out and "ok   filter_logits" in out
         assert "ok   sdpa forced flash_attention -> aten._scaled_dot_product_flash_attention_for_cpu" in out
         assert "ok   sdpa default choice = flash (dispatcher), ran _scaled_dot_product_flash_attention_for_cpu" in out
 
@@ -66,4 +67,5 @@ def test_selftest_on_cuda_subprocess():
     for backend in ("flash_attention", "efficient_attention"):  # cuDNN's may be unavailable: reported, not failed
         assert f"ok   sdpa forced {backend}" in proc.stdout, proc.stdout
     assert "ok   sdpa default choice = " in proc.stdout and "choice = math" not in proc.stdout
-    assert "ok   rms_norm fused -> aten._fused_rms_norm" in proc.stdout or not hasattr(torch.ops.aten, "_fused_rms_norm")
+    assert ("ok   rms_norm fused -> aten._fused_rms_norm" in proc.stdout
+            or not hasattr(torch.ops.aten, "_fused_rms_norm"))

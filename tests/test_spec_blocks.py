@@ -141,7 +141,8 @@ def test_variant_bugs_keeps_order_and_filters() -> None:
     table = diagnoses(Diagnosis("a", "A", "", ""), Diagnosis("b", "B", "", ""))
     variants = [("a", "first", 1), ("b", "second", 2), ("a", "third", 3)]
     bugs = variant_bugs(table, variants, wrap=lambda n: (lambda case: n))
-    assert [(b.diagnosis.id, b.label, b.fn(None)) for b in bugs] == [("a", "first", 1), ("b", "second", 2), ("a", "third", 3)]
+    got = [(b.diagnosis.id, b.label, b.fn(None)) for b in bugs]
+    assert got == [("a", "first", 1), ("b", "second", 2), ("a", "third", 3)]
     assert all(isinstance(b, Bug) for b in bugs)
     assert [b.label for b in variant_bugs(table, variants, only=("a",))] == ["first", "third"]
 
@@ -162,7 +163,7 @@ def test_norm_cases_are_the_battery_and_reproducible() -> None:
     cases = _norm.norm_cases(Draw(9), build)
     again = _norm.norm_cases(Draw(9), build)
     assert [c.name for c in cases] == [c.name for c in again]
-    assert all(torch.equal(a.args["x"].float(), b.args["x"].float()) for a, b in zip(cases, again))
+    assert all(torch.equal(a.args["x"].float(), b.args["x"].float()) for a, b in zip(cases, again, strict=True))
     assert {c.ctx["dtype"] for c in cases} == set(DTYPE_SWEEP)
     assert {c.args["x"].dim() for c in cases} == {2, 3, 4}
     assert [c.repeat is not None for c in cases] == [False] * 8 + [True]  # the repeat call is drawn last
@@ -181,7 +182,7 @@ def test_norm_cases_extra_cases_come_before_the_repeat_and_leave_the_battery_unc
     more = _norm.norm_cases(Draw(9), _ln_build, lambda d, build: [build(d, "extra 1-D", (16,))])
     assert [c.name for c in more[:-1]] == [c.name for c in plain[:-1]] + ["extra 1-D"]
     assert more[-1].name.startswith("repeat call")
-    assert all(torch.equal(a.args["x"], b.args["x"]) for a, b in zip(plain[:-1], more[:-2]))
+    assert all(torch.equal(a.args["x"], b.args["x"]) for a, b in zip(plain[:-1], more[:-2], strict=True))
     assert more[-1].repeat is not None and more[-2].args["x"].shape == (16,)
 
 

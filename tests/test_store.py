@@ -30,7 +30,8 @@ def test_drill_home_overrides_location(tmp_path: Path, monkeypatch: pytest.Monke
 def test_reviews_and_cards_round_trip(tmp_path: Path) -> None:
     path = tmp_path / "p.db"
     with Store(path) as s:
-        s.record_review("q1", 1, answer="x", duration_ms=1200, card_json='{"a":1}', due="2030-01-01", lapsed=True, topic="attention")
+        s.record_review("q1", 1, answer="x", duration_ms=1200, card_json='{"a":1}', due="2030-01-01", lapsed=True,
+                        topic="attention")
         s.record_review("q1", 3, card_json='{"a":2}', due="2030-01-05", topic="attention")
         s.record_review("q2", 4, source="cram")  # cram: logged, not scheduled
     with Store(path) as s:  # survives reopening

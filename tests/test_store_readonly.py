@@ -53,7 +53,8 @@ def _version_1_file(path: Path) -> None:
     db = sqlite3.connect(path)
     for statement in store_mod.split_sql(store_mod.MIGRATIONS[0]):
         db.execute(statement)
-    db.execute("INSERT INTO reviews (question_id, reviewed_at, rating, topic) VALUES ('q1', '2026-01-01T00:00:00+00:00', 3, 'rope')")
+    db.execute("INSERT INTO reviews (question_id, reviewed_at, rating, topic) VALUES ('q1', "
+               "'2026-01-01T00:00:00+00:00', 3, 'rope')")
     db.execute("PRAGMA user_version = 1")
     db.commit()
     db.close()
@@ -273,7 +274,8 @@ def test_the_latest_commits_in_a_left_over_wal_are_read_from_a_read_only_folder(
     writer = sqlite3.connect(live / "progress.db", isolation_level=None)
     writer.execute("PRAGMA wal_autocheckpoint = 0")
     writer.execute(
-        "INSERT INTO reviews (question_id, reviewed_at, rating, topic) VALUES ('q3', '2026-01-05T00:00:00+00:00', 3, 'rope')"
+        "INSERT INTO reviews (question_id, reviewed_at, rating, topic) VALUES ('q3', '2026-01-05T00:00:00+00:00', 3, "
+        "'rope')"
     )
     for name in ("progress.db", "progress.db-wal", "progress.db-shm"):  # the files as a crash leaves them
         shutil.copy(live / name, crashed / name)

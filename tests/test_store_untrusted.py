@@ -65,7 +65,8 @@ def _one_line(proc: subprocess.CompletedProcess[str], *fragments: str) -> None:
          "table 'fsrs_parameters' of a later version is already there"),
         (["PRAGMA user_version = 0"], "table 'attempts' of a later version is already there"),
     ],
-    ids=["negative-version", "missing-table", "missing-column", "missing-index", "early-table", "version-0-with-tables"],
+    ids=["negative-version", "missing-table", "missing-column", "missing-index", "early-table",
+         "version-0-with-tables"],
 )
 @pytest.mark.parametrize("read_only", [False, True], ids=["writer", "reader"])
 def test_a_schema_its_version_does_not_promise_is_refused_untouched(
@@ -86,12 +87,14 @@ def test_negative_version_through_the_cli_is_one_line_and_untouched(tmp_path: Pa
     _filled(path)
     _raw(path, "PRAGMA user_version = -1")
     before = _snapshot(tmp_path)
-    for args in (["quiz", "--bank", str(BANK), "-n", "1"], ["stats"], ["export", "reviews", "-o", str(tmp_path / "r.csv")]):
+    for args in (["quiz", "--bank", str(BANK), "-n", "1"], ["stats"],
+                 ["export", "reviews", "-o", str(tmp_path / "r.csv")]):
         _one_line(_drill(tmp_path, *args), "schema version -1", str(path))
         assert _snapshot(tmp_path) == before
 
 
-def test_a_migration_failing_halfway_leaves_the_store_as_it_was(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_migration_failing_halfway_leaves_the_store_as_it_was(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """Each migration is one transaction: its first statement is rolled back with the failing one."""
     path = tmp_path / "progress.db"
     _filled(path)
@@ -115,7 +118,8 @@ BAD_ROWS = [
 ]
 
 
-@pytest.mark.parametrize(("damage", "table", "fragment"), BAD_ROWS, ids=[f"{t}:{f.split(' =')[0]}" for _, t, f in BAD_ROWS])
+@pytest.mark.parametrize(("damage", "table", "fragment"), BAD_ROWS,
+                         ids=[f"{t}:{f.split(' =')[0]}" for _, t, f in BAD_ROWS])
 def test_a_row_drill_cannot_parse_is_one_line_naming_it(tmp_path: Path, damage: str, table: str, fragment: str) -> None:
     path = tmp_path / "progress.db"
     _filled(path)
@@ -134,8 +138,10 @@ def test_a_row_drill_cannot_parse_is_one_line_naming_it(tmp_path: Path, damage: 
 def test_a_card_fsrs_cannot_read_stops_the_quiz_in_one_line(tmp_path: Path) -> None:
     path = tmp_path / "progress.db"
     with Store(path) as s:
-        s.record_review("attn-scale-recall", 3, card_json='{"state": "sideways"}', due="2000-01-01T00:00:00+00:00", topic="attention")
-    proc = subprocess.run([sys.executable, "-m", "drill.cli", "quiz", "--bank", str(BANK), "-n", "1", "--topic", "attention"],
+        s.record_review("attn-scale-recall", 3, card_json='{"state": "sideways"}', due="2000-01-01T00:00:00+00:00",
+                        topic="attention")
+    proc = subprocess.run([sys.executable, "-m", "drill.cli", "quiz", "--bank", str(BANK), "-n", "1", "--topic",
+                           "attention"],
                           input="x\n3\n", capture_output=True, text=True, timeout=60,
                           env={**os.environ, "DRILL_HOME": str(tmp_path)})
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr

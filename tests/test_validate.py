@@ -50,10 +50,12 @@ def broken_problems() -> list[str]:
 
 
 @pytest.mark.parametrize(("file", "line", "text"), EXPECTED, ids=[f"{Path(f).name}:{n}" for f, n, _ in EXPECTED])
-def test_each_expected_problem_is_reported_at_its_line(broken_problems: list[str], file: str, line: int, text: str) -> None:
+def test_each_expected_problem_is_reported_at_its_line(broken_problems: list[str], file: str, line: int,
+                                                       text: str) -> None:
     prefix = f"{file}:{line}: "
     hits = [p for p in broken_problems if p.startswith(prefix) and text in p]
-    assert hits, f"no problem at {prefix} containing {text!r}; got:\n" + "\n".join(p for p in broken_problems if p.startswith(f"{file}:"))
+    same_file = [p for p in broken_problems if p.startswith(f"{file}:")]
+    assert hits, f"no problem at {prefix} containing {text!r}; got:\n" + "\n".join(same_file)
 
 
 def test_no_unexpected_problems(broken_problems: list[str]) -> None:

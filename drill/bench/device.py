@@ -73,7 +73,8 @@ DATASHEET_BANDWIDTH: tuple[tuple[str, float], ...] = (
 )
 
 
-def datasheet_bandwidth(name: str, memory_clock_khz: int | None = None, bus_width_bits: int | None = None) -> float | None:
+def datasheet_bandwidth(name: str, memory_clock_khz: int | None = None,
+                        bus_width_bits: int | None = None) -> float | None:
     """The device's peak memory bandwidth (bytes/s): the datasheet figure for a known name, else what its
     memory clock and bus width give (double data rate: 2 x clock x width / 8), else None."""
     for key, value in DATASHEET_BANDWIDTH:

@@ -221,8 +221,8 @@ class _LearnerShapes(TorchFunctionMode):
 # Ops that write their input's data elsewhere (a tile copied into a bigger buffer): labels follow the data.
 SCATTERS = {"index_put", "index_put_", "slice_scatter", "select_scatter", "index_copy", "index_copy_",
             "masked_scatter", "masked_scatter_", "scatter", "scatter_", "copy_", "_softmax", "_log_softmax",
-            "_safe_softmax", "softmax", "log_softmax", "constant_pad_nd", "pad", "reflection_pad1d", "replication_pad1d",
-            "detach", "alias", "lift_fresh", "lift_fresh_copy"}
+            "_safe_softmax", "softmax", "log_softmax", "constant_pad_nd", "pad", "reflection_pad1d",
+            "replication_pad1d", "detach", "alias", "lift_fresh", "lift_fresh_copy"}
 REDUCTIONS = {"sum", "mean", "amax", "amin", "max", "min", "logsumexp", "prod", "norm", "linalg_vector_norm"}
 
 
@@ -313,7 +313,7 @@ def gqa_memory(config: dict, mod: Any, host: Any) -> dict:
     b, t, dm, h, h_kv = (config[k] for k in ("batch", "seq", "d_model", "n_heads", "n_kv_heads"))
     dh = dm // h
     gen = torch.Generator().manual_seed(0)
-    module = getattr(mod, "GroupedQueryAttention")(dm, h, h_kv)
+    module = mod.GroupedQueryAttention(dm, h, h_kv)
     weights = {}
     for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
         w = host.resolve_attr(module, f"{name}.weight", "GroupedQueryAttention")
@@ -397,8 +397,9 @@ def kv_work(config: dict, mod: Any, host: Any) -> dict:
     dm, h, h_kv, prompt = config["d_model"], config["n_heads"], config["n_kv_heads"], config["prompt"]
     lengths = sorted(config["lengths"])
     gen = torch.Generator().manual_seed(0)
-    module = getattr(mod, "CachedSelfAttention")(dm, h, h_kv, 10000.0)
-    weights = {n: host.resolve_attr(module, f"{n}.weight", "CachedSelfAttention") for n in ("q_proj", "k_proj", "v_proj", "o_proj")}
+    module = mod.CachedSelfAttention(dm, h, h_kv, 10000.0)
+    weights = {n: host.resolve_attr(module, f"{n}.weight", "CachedSelfAttention")
+               for n in ("q_proj", "k_proj", "v_proj", "o_proj")}
     with torch.no_grad():
         for w in weights.values():
             w.copy_(torch.randn(w.shape, generator=gen) / math.sqrt(w.shape[1]))
@@ -422,7 +423,7 @@ def kv_work(config: dict, mod: Any, host: Any) -> dict:
 def moe_work(config: dict, mod: Any, host: Any) -> dict:
     n, dm, dff, e, k = (config[key] for key in ("tokens", "d_model", "d_ff", "n_experts", "top_k"))
     gen = torch.Generator().manual_seed(0)
-    module = getattr(mod, "MoE")(dm, dff, e, k)
+    module = mod.MoE(dm, dff, e, k)
     watched = {"router": host.resolve_attr(module, "router.weight", "MoE")}
     for i in range(e):
         for part in ("w_gate", "w_up", "w_down"):
@@ -492,7 +493,8 @@ def kernel_bandwidth(config: dict, mod: Any, host: Any) -> dict:
     }
 
 
-CHILD_AUDITS = {"gqa_memory": gqa_memory, "kv_work": kv_work, "moe_work": moe_work, "kernel_bandwidth": kernel_bandwidth}
+CHILD_AUDITS = {"gqa_memory": gqa_memory, "kv_work": kv_work, "moe_work": moe_work,
+                "kernel_bandwidth": kernel_bandwidth}
 
 
 def run(config: dict, mod: Any, host: Any) -> dict:
@@ -510,10 +512,12 @@ def kb(n: float) -> str:
 def judge_gqa_memory(data: dict) -> tuple[list[str], list[str]]:
     c = data["config"]
     g = c["n_heads"] // c["n_kv_heads"]
-    shape = f"B={c['batch']}, T={c['seq']}, d_model={c['d_model']}, n_heads={c['n_heads']}, n_kv_heads={c['n_kv_heads']}"
+    shape = (f"B={c['batch']}, T={c['seq']}, d_model={c['d_model']}, n_heads={c['n_heads']},"
+             f" n_kv_heads={c['n_kv_heads']}")
     peak, base = int(data["peak_bytes"]), int(data["baseline_peak_bytes"])
     expanded = data.get("expanded") or []
-    lines = [f"memory audit ({shape}): forward peak {kb(peak)}; a grouped implementation that never copies K/V peaks at {kb(base)}"]
+    lines = [f"memory audit ({shape}): forward peak {kb(peak)}; a grouped implementation that never copies K/V peaks "
+             f"at {kb(base)}"]
     if not expanded:
         lines.append(f"K/V stay at {c['n_kv_heads']} heads (not materialised at n_heads={c['n_heads']})")
         return lines, []
@@ -522,8 +526,8 @@ def judge_gqa_memory(data: dict) -> tuple[list[str], list[str]]:
     extra = sum(int(e["bytes"]) for e in expanded)
     lines.append(f"K/V materialised at n_heads={c['n_heads']} heads: {copies}")
     advice = (
-        f"K/V copied to all {c['n_heads']} query heads ({kb(extra)} of copies, {g}x the {kb(data['kv_bytes'])} of grouped K/V; "
-        f"peak {kb(peak)} vs {kb(base)}): fold each group into the query rows — "
+        f"K/V copied to all {c['n_heads']} query heads ({kb(extra)} of copies, {g}x the {kb(data['kv_bytes'])} of "
+        f"grouped K/V; peak {kb(peak)} vs {kb(base)}): fold each group into the query rows — "
         f"q.reshape(B, n_kv_heads, group * T, d_head) @ k.transpose(-2, -1), or "
         f"einsum('bngtd,bnsd->bngts', q.view(B, n_kv_heads, group, T, d_head), k) — instead of "
         f"repeat_interleave/expand/indexing (a broadcasting matmul over an unsqueezed K copies it too)"
@@ -549,15 +553,16 @@ def judge_kv_work(data: dict) -> tuple[list[str], list[str]]:
     lines = [f"work audit: decode step at cache length {steps}: {work} FLOPs ({per_token}, {growth})"]
     k_rows = max(rows.get("k_proj", [0]) + rows.get("v_proj", [0]))
     if not any(flops):
-        lines.append("work audit: could not measure (no matmul of a decode step was seen, e.g. it ran on another thread)")
+        lines.append("work audit: could not measure (no matmul of a decode step was seen, e.g. it ran on another "
+                     "thread)")
     if k_rows == 0:
         lines.append("could not measure: k_proj/v_proj were not seen in a decode step (projection rows not counted)")
     elif k_rows > new_rows:
         worst = max(range(len(lengths)), key=lambda i: rows["k_proj"][i] + rows["v_proj"][i])
         notes.append(
             f"past tokens are re-projected: in the decode step at cache length {lengths[worst]}, k_proj saw "
-            f"{rows['k_proj'][worst]} rows and v_proj {rows['v_proj'][worst]} for {new_rows} new token: keep the rotated "
-            f"K and V in the cache and project only the new tokens"
+            f"{rows['k_proj'][worst]} rows and v_proj {rows['v_proj'][worst]} for {new_rows} new token: keep the "
+            f"rotated K and V in the cache and project only the new tokens"
         )
         lines.append(f"k_proj/v_proj see up to {k_rows} rows per decode step (past tokens recomputed)")
     else:

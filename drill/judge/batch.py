@@ -38,10 +38,12 @@ def expand(paths: list[Path], exercise: str | None) -> list[tuple[Path, str | No
     for p in paths:
         if p.is_dir():
             if exercise is not None:
-                raise UserError("--exercise cannot be used with a directory (files there are named after their exercise)", str(p))
+                raise UserError("--exercise cannot be used with a directory (files there are named after their "
+                                "exercise)", str(p))
             found = [p / f"{name}.py" for name in graded_names() if (p / f"{name}.py").is_file()]
             if not found:
-                raise UserError(f"no exercise files here (expected names like {', '.join(n + '.py' for n in graded_names()[:3])}, ...)", str(p))
+                raise UserError("no exercise files here (expected names like "
+                                f"{', '.join(n + '.py' for n in graded_names()[:3])}, ...)", str(p))
             items += [(f, None) for f in found]
         elif p.is_file():
             resolve_exercise(p, exercise)  # refuses an unknown name before anything runs
@@ -132,7 +134,7 @@ def summary_table(results: list[Any], elapsed_s: float | None = None, width: int
     table.add_column("tests", justify="right", no_wrap=True)
     table.add_column("diagnosis / advisories", min_width=widths[3])
     table.add_column("time", justify="right", no_wrap=True)
-    for r, (name, status, tests, note, took) in zip(results, rows):
+    for r, (name, status, tests, note, took) in zip(results, rows, strict=True):
         table.add_row(name, Text(status, style=STYLE.get(r.status, "")), tests, Text(note, no_wrap=True), took)
     return table
 

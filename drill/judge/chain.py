@@ -49,7 +49,8 @@ def unpack(result: Any, call: int, target: str) -> tuple[torch.Tensor, tuple]:
     if not isinstance(out, torch.Tensor):
         raise ContractError("wrong_type", f"{where} returned out as {_type_name(out)} instead of a tensor")
     if not isinstance(cache, (tuple, list)) or len(cache) != 2 or not all(isinstance(t, torch.Tensor) for t in cache):
-        raise ContractError("wrong_type", f"{where} returned the cache as {_type_name(cache)} instead of a (k, v) tuple of tensors")
+        raise ContractError("wrong_type",
+                            f"{where} returned the cache as {_type_name(cache)} instead of a (k, v) tuple of tensors")
     return out, cache
 
 
@@ -70,7 +71,8 @@ def build_module(mod: Any, case: dict, tensors: dict, resolve_attr, device: str 
         if not isinstance(p, torch.Tensor):
             raise ContractError("wrong_type", f"{target}.{path} is a {_type_name(p)}, not a tensor")
         if tuple(p.shape) != tuple(want.shape):
-            raise ContractError("wrong_shape", f"{target}.{path} has shape {tuple(p.shape)}, the contract needs {tuple(want.shape)}")
+            raise ContractError("wrong_shape",
+                                f"{target}.{path} has shape {tuple(p.shape)}, the contract needs {tuple(want.shape)}")
         with torch.no_grad():
             p.copy_(want.to(p.dtype))
     return module
@@ -94,7 +96,8 @@ def run_case(mod: Any, case: dict, tensors: dict, host: Any) -> dict[str, torch.
     `host` is the child module (`resolve_attr`, and `record` for gradient errors).
     """
     extra = case["extra"]
-    args = {name: tensors[a["t"]].clone() if "t" in a else a["v"] for name, a in zip(case["arg_names"], case["args"])}
+    args = {name: tensors[a["t"]].clone() if "t" in a else a["v"]
+            for name, a in zip(case["arg_names"], case["args"], strict=True)}
     module = build_module(mod, case, tensors, host.resolve_attr, device=getattr(host, "DEVICE", "cpu"))
     grad_inputs = case.get("grad_inputs", [])
     for name in grad_inputs:
@@ -108,7 +111,8 @@ def run_case(mod: Any, case: dict, tensors: dict, host: Any) -> dict[str, torch.
     if case.get("upstream"):
         result.update(_grads(chosen, tensors[case["upstream"]], args, grad_inputs, module, case, host))
     if extra.get("twice"):  # a determinism probe: the same chain again, same module, fresh copies of the inputs
-        fresh = {name: tensors[a["t"]].clone() for name, a in zip(case["arg_names"], case["args"]) if "t" in a}
+        fresh = {name: tensors[a["t"]].clone() for name, a in zip(case["arg_names"], case["args"], strict=True)
+                 if "t" in a}
         again_past = (fresh["past_k"], fresh["past_v"]) if extra.get("past") else None
         again, again_cache = run_chain(module, fresh["x"], list(extra["calls"]), again_past, case["target"])
         result["again"] = host.plain({"out": again, "k": again_cache[0], "v": again_cache[1]}[extra["returns"]])

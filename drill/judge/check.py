@@ -91,7 +91,8 @@ class Result:
             "max_abs_err": self.max_abs,
             "max_rel_err": self.max_rel,
             "tests": [
-                {"name": t.name, "status": t.status, "message": t.message, "max_abs_err": t.max_abs, "max_rel_err": t.max_rel}
+                {"name": t.name, "status": t.status, "message": t.message, "max_abs_err": t.max_abs,
+                 "max_rel_err": t.max_rel}
                 for t in self.tests
             ],
             "diagnosis": None
@@ -301,7 +302,8 @@ def _layers(policy: bool, outcome: Any, hardened: dict) -> dict[str, str]:
         box = f"off: {asked.get('reason') or 'not requested'} (rlimits, RSS polling and the process sweep only)"
     kernels = "not confirmed"
     if confirm is not None:
-        kernels = f"{confirm.get('kernels_blocked', 0)} aten ops blocked" + (", audit hook" if confirm.get("audit_hook") else "")
+        hook = ", audit hook" if confirm.get("audit_hook") else ""
+        kernels = f"{confirm.get('kernels_blocked', 0)} aten ops blocked{hook}"
     parent = ", ".join(k.replace("_", "-") for k, v in hardened.items() if v) or "not hardened"
     return {"policy": "on" if policy else "off", "kernels": kernels, "sandbox": box, "parent": parent}
 
@@ -390,7 +392,8 @@ def _grade(result: Result, spec: Any, cases: list, child: Any, outcome: Any, str
     if run_failure is None and capped is not None:  # a print storm, not an exception of the learner's
         from drill.judge.diagnose import where
 
-        run_failure = ("output_limit", _output_detail(outcome) + f" during test '{capped.case.name}'{where(capped.record)}")
+        run_failure = ("output_limit", _output_detail(outcome)
+                       + f" during test '{capped.case.name}'{where(capped.record)}")
     _verdict(result, spec, evals, run_failure, events)
     result.advisories = _advisories(spec, cases, evals, outcome)
     _audits(result, events, audit_wanted)
@@ -418,7 +421,8 @@ def _run_failure(events: list, outcome: Any, child: Any, cases: list) -> tuple[s
     if outcome.killed_for == "disk_limit":
         from drill.judge.runner import WORK_CAP_BYTES
 
-        return "output_limit", f"the run wrote more than {WORK_CAP_BYTES / 2**20:g} MB of files" + _during(cases, running)
+        return "output_limit", (f"the run wrote more than {WORK_CAP_BYTES / 2**20:g} MB of files"
+                                + _during(cases, running))
     if outcome.killed_for == "startup":
         return "crashed", "the grader's child process did not start in time (machine overloaded?)"
     no_device = next((e for e in events if e.get("event") == "device" and e.get("error")), None)
@@ -439,7 +443,8 @@ def _run_failure(events: list, outcome: Any, child: Any, cases: list) -> tuple[s
         # SIGXCPU comes only from RLIMIT_CPU (the learner cannot signal: audit hook, policy); the CPU seen
         # through a sandbox's nested waits can lag the limit, so it is not required to reach it.
         if sig == signal.SIGXCPU or (sig == signal.SIGKILL and outcome.cpu_s >= lim.cpu_s - 0.5):
-            return "cpu_limit", f"stopped after {outcome.cpu_s:.1f} s of CPU time (limit {lim.cpu_s:g} s)" + _during(cases, running)
+            return "cpu_limit", (f"stopped after {outcome.cpu_s:.1f} s of CPU time (limit {lim.cpu_s:g} s)"
+                                 + _during(cases, running))
         try:
             name = signal.Signals(sig).name
         except ValueError:
@@ -448,11 +453,13 @@ def _run_failure(events: list, outcome: Any, child: Any, cases: list) -> tuple[s
     if load_error is not None:
         status = load_error.get("status", "exception")
         if status == "exception":
-            detail = f"{load_error.get('type')}: {load_error.get('message')}{where(load_error)} while importing the file"
+            detail = (f"{load_error.get('type')}: {load_error.get('message')}{where(load_error)}"
+                      " while importing the file")
         elif status == "forbidden_op":
             detail = f"{load_error.get('op')} called{where(load_error)} while importing the file"
         elif status == "denied":
-            return "policy_violation", f"refused while importing the file: {load_error.get('message', '')}{where(load_error)}"
+            return "policy_violation", ("refused while importing the file: "
+                                        f"{load_error.get('message', '')}{where(load_error)}")
         else:
             detail = f"{load_error.get('message', '')}{where(load_error)}"
         return (status if status in GENERIC else "exception"), detail
@@ -529,7 +536,8 @@ def _evaluate(spec: Any, cases: list, child: Any, events: list) -> list:
         if not (ev.forward.ok and case.wants_grads):
             continue
         flag = saved.get("__grad_error__")
-        grad_msg = next((e.get("message") for e in events if e.get("event") == "grad_error" and e.get("case") == i), None)
+        grad_msg = next((e.get("message") for e in events
+                         if e.get("event") == "grad_error" and e.get("case") == i), None)
         if flag is not None and bool(flag.any()):
             ev.grad_error = grad_msg or "gradients could not be computed"
             continue
@@ -539,7 +547,8 @@ def _evaluate(spec: Any, cases: list, child: Any, events: list) -> list:
             if not isinstance(have, torch.Tensor):
                 # autograd's None means zero: fine where the reference's gradient is zero too (moe: an unused expert)
                 zero = compare(torch.zeros_like(want), want, spec.tolerances["grad"], dtype=want.dtype, what=label)
-                ev.grads[key] = zero if zero.ok else Comparison(False, "missing", f"{label} is missing (no gradient reached it)")
+                ev.grads[key] = zero if zero.ok else Comparison(False, "missing",
+                                                                f"{label} is missing (no gradient reached it)")
             else:
                 ev.grads[key] = compare(have, want, spec.tolerances["grad"], dtype=want.dtype, what=label)
     return evals
@@ -573,9 +582,11 @@ def _verdict(result: Result, spec: Any, evals: list, run_failure: tuple[str, str
     unit = [ev for ev in evals if not ev.case.ctx.get("in_model")]
     if all(ev.passed for ev in unit):  # only the in-model run disagrees: no bug signature applies there
         ev = next(ev for ev in evals if not ev.passed)
-        message = ev.forward.message if ev.forward is not None and not ev.forward.ok else ev.record.get("message", ev.status)
+        failed_forward = ev.forward is not None and not ev.forward.ok
+        message = ev.forward.message if failed_forward else ev.record.get("message", ev.status)
         result.diagnosis = IN_MODEL_ONLY
-        result.diagnosis_detail = f"the unit tests pass, but inside the reference decoder: {message} in test '{ev.case.name}'"
+        result.diagnosis_detail = (f"the unit tests pass, but inside the reference decoder: {message}"
+                                   f" in test '{ev.case.name}'")
         return
     verdict = diagnose_cases(spec, unit, _tolerance_of(spec))
     result.diagnosis, result.diagnosis_detail = verdict.diagnosis, verdict.detail + in_model_note(evals)
@@ -663,7 +674,8 @@ def _test_result_of(ev: Any) -> Any:
     fw = ev.forward
     if not fw.ok:
         if fw.worst_index is not None and fw.reason != "values":  # a "values" message names the worst already
-            detail += f"; worst element {list(fw.worst_index)}: got {_num(fw.worst_got)}, expected {_num(fw.worst_expected)}"
+            detail += (f"; worst element {list(fw.worst_index)}: got {_num(fw.worst_got)},"
+                       f" expected {_num(fw.worst_expected)}")
         return TestResult(case.name, "fail", fw.message, fw.max_abs, fw.max_rel, detail, fw.brief,
                           nonfinite=fw.nonfinite)
     if ev.grad_error is not None:
@@ -671,7 +683,8 @@ def _test_result_of(ev: Any) -> Any:
     bad = [c for c in ev.grads.values() if not c.ok]
     if bad:
         if bad[0].worst_index is not None and bad[0].reason != "values":
-            detail += f"; worst gradient element {list(bad[0].worst_index)}: got {_num(bad[0].worst_got)}, expected {_num(bad[0].worst_expected)}"
+            detail += (f"; worst gradient element {list(bad[0].worst_index)}: got {_num(bad[0].worst_got)},"
+                       f" expected {_num(bad[0].worst_expected)}")
         return TestResult(case.name, "fail", bad[0].message, fw.max_abs, fw.max_rel, detail, bad[0].brief)
     return TestResult(case.name, "pass", "", fw.max_abs, fw.max_rel, detail)
 

@@ -267,7 +267,8 @@ class DispatchTrap(TorchDispatchMode):
 # torch._disable_dynamo, whose first call imports torch._dynamo: 1.7 s
 # measured on torch 2.13 CPU, paid by every graded run. Nothing is compiled
 # here, so the plain function is used (no-op on versions without the wrapper).
-DispatchTrap.__torch_dispatch__ = getattr(DispatchTrap.__torch_dispatch__, "__wrapped__", DispatchTrap.__torch_dispatch__)
+DispatchTrap.__torch_dispatch__ = getattr(DispatchTrap.__torch_dispatch__, "__wrapped__",
+                                          DispatchTrap.__torch_dispatch__)
 
 
 class BlockDrill(importlib.abc.MetaPathFinder):
@@ -279,8 +280,8 @@ class BlockDrill(importlib.abc.MetaPathFinder):
         return None
 
 
-# Case kinds and the audits implemented in sibling files (issue 4). They import only torch at
-# module level and are loaded by path from the driver folder.
+# Case kinds (chained calls, tiling measurement) and the audits are implemented in sibling files. They import
+# only torch at module level and are loaded by path from the driver folder.
 EXTENSIONS = {"chain": "chain", "audit": "audit", "tiling": "tiling"}
 # The device the learner's code runs on ("cpu" or "cuda", set by `serve` from the job before the file is
 # imported): inputs are moved there, modules are moved there after construction, outputs must come from it.
@@ -687,7 +688,8 @@ def install_audit_hook(writable: list[str], hidden: list[str], tools: dict | Non
             if startswith(path, "/proc/") and path[6:7].isdigit() and not startswith(path, f"/proc/{getpid()}/"):
                 refuse("open", path)
             flags = args[2] if len(args) > 2 and isinstance(args[2], int) else 0
-            writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or bool(flags & (os.O_WRONLY | os.O_RDWR))
+            writing = ((isinstance(mode, str) and any(c in mode for c in "wax+"))
+                       or bool(flags & (os.O_WRONLY | os.O_RDWR)))
             if writing and path != os.devnull and not under(path, write_roots):
                 refuse("open", f"{path} (write)")
         elif event in path_events:
@@ -749,7 +751,8 @@ def _guard_native(refuse, writable_path, may_run=None) -> None:
     # The run's cap on CUDA memory (gpu.enter_cuda) is the allocator's per-process fraction: not the learner's
     # to raise (torch.cuda is allowed by the policy; the private setter is refused there, and here).
     cuda_memory = sys.modules.get("torch.cuda.memory")
-    for module, name in ((torch.cuda, "set_per_process_memory_fraction"), (cuda_memory, "set_per_process_memory_fraction"),
+    for module, name in ((torch.cuda, "set_per_process_memory_fraction"),
+                         (cuda_memory, "set_per_process_memory_fraction"),
                          (torch._C, "_cuda_setMemoryFraction"), (cuda_memory, "_set_allocator_settings")):
         if module is not None and hasattr(module, name):
             setattr(module, name, refusing(f"torch.cuda.{name.lstrip('_')}"))
@@ -803,7 +806,9 @@ def trap_classes(names: list[str]) -> None:
         except (ImportError, AttributeError):
             continue
 
-        def blocked_init(self, *a, _name=dotted.replace("torch.nn.", "nn."), **k):
+        shown = dotted.replace("torch.nn.", "nn.")
+
+        def blocked_init(self, *a, _name=shown, **k):  # the default binds this iteration's name
             trip(_name)
 
         cls.__init__ = blocked_init
@@ -876,13 +881,15 @@ def resolve_attr(obj, path: str, owner: str):
     walked = owner
     for part in path.split("."):
         if not hasattr(cur, part):
-            raise ContractError("missing_name", f"{walked} has no attribute `{part}` (the contract needs `{owner}.{path}`)")
+            raise ContractError("missing_name",
+                                f"{walked} has no attribute `{part}` (the contract needs `{owner}.{path}`)")
         cur = getattr(cur, part)
         walked += "." + part
     return cur
 
 
-HOST = sys.modules.get(__name__)  # this module, for the sibling executors (sys.modules loses "__main__" before learner code)
+# This module, for the sibling executors (sys.modules loses "__main__" before learner code).
+HOST = sys.modules.get(__name__)
 
 
 def run_inmodel(mod, case: dict, tensors: dict) -> dict:
@@ -894,7 +901,8 @@ def run_inmodel(mod, case: dict, tensors: dict) -> dict:
     with trusted():
         exec(compile(extra["decoder"], "<drill decoder>", "exec"), namespace)  # noqa: S102 - the parent's own code
     convention = getattr(mod, "CONVENTION", "half") if exercise == "rope" else "half"
-    model = namespace["Decoder"](extra["config"], exercise, convention if convention in ("half", "interleaved") else "half")
+    model = namespace["Decoder"](extra["config"], exercise,
+                                 convention if convention in ("half", "interleaved") else "half")
     model.load_state_dict({key[len("decoder."):]: tensors[t] for key, t in case["params"].items()})
     model.swap(exercise, mod)
     model.eval()
@@ -940,7 +948,8 @@ def _run_case(mod, case: dict, tensors: dict) -> dict:
         for row in case["rows"]:
             got = fn(*row)
             if isinstance(got, bool) or not isinstance(got, int):
-                raise ContractError("wrong_type", f"{target}{tuple(row)} returned {type_name(got)} ({got!r:.60}) instead of an int")
+                raise ContractError("wrong_type",
+                                    f"{target}{tuple(row)} returned {type_name(got)} ({got!r:.60}) instead of an int")
             values.append(int(got))
         return {"out": torch.tensor(values, dtype=torch.int64)}
 
@@ -962,7 +971,7 @@ def _run_case(mod, case: dict, tensors: dict) -> dict:
 
     args = fresh()
     grad_names = case.get("grad_inputs", [])
-    for name, i in zip(case["arg_names"], range(len(args))):
+    for name, i in zip(case["arg_names"], range(len(args)), strict=True):
         if name in grad_names:
             args[i].requires_grad_(True)
     module = None
@@ -1015,7 +1024,7 @@ def _run_case(mod, case: dict, tensors: dict) -> dict:
         else:
             grad_error = "output shape differs, gradients not computed"
         if grad_error is None:
-            for name, i in zip(case["arg_names"], range(len(args))):
+            for name, i in zip(case["arg_names"], range(len(args)), strict=True):
                 if name in grad_names and args[i].grad is not None:
                     result["input:" + name] = plain(args[i].grad)
             if case.get("grad_params") and module is not None:
@@ -1067,7 +1076,8 @@ def tuple_element(result, spec: dict, target: str):
     """
     names = [str(n) for n in spec["names"]]
     if not isinstance(result, (tuple, list)) or len(result) != len(names):
-        raise ContractError("wrong_type", f"{target} returned {type_name(result)} instead of a tuple ({', '.join(names)})")
+        raise ContractError("wrong_type",
+                            f"{target} returned {type_name(result)} instead of a tuple ({', '.join(names)})")
     i = int(spec["pick"])
     if not isinstance(result[i], torch.Tensor):
         raise ContractError("wrong_type", f"{target} returned {names[i]} as {type_name(result[i])} instead of a tensor "
@@ -1188,7 +1198,8 @@ def serve(job: dict) -> None:
     record({"event": "load"})
     mod, failure = guarded(load)
     if failure is not None:
-        if isinstance(failure.get("message"), str) and failure["status"] == "exception" and failure.get("type") == "SyntaxError":
+        if (isinstance(failure.get("message"), str) and failure["status"] == "exception"
+                and failure.get("type") == "SyntaxError"):
             failure["status"] = "syntax_error"
         record({"event": "load_error", **failure})
         _leave()
@@ -1205,14 +1216,15 @@ def serve(job: dict) -> None:
         i = case["index"]
         record({"event": "start", "case": i})
         t0, c0 = time.perf_counter(), time.process_time()
-        result, failure = guarded(lambda: run_case(mod, case, tensors))
+        result, failure = guarded(lambda case=case: run_case(mod, case, tensors))  # called right here
         elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0  # CPU: what load does not inflate
         if failure is None:
             try:
                 with trusted():
                     torch.save(result, os.path.join(WORK, f"out_{i}.pt"))
             except BaseException as exc:  # noqa: BLE001
-                failure = {"status": "exception", "type": type(exc).__name__, "message": f"could not save the output: {exc}"[:300]}
+                failure = {"status": "exception", "type": type(exc).__name__,
+                           "message": f"could not save the output: {exc}"[:300]}
         record({"event": "end", "case": i, "elapsed": elapsed, "cpu": cpu, **(failure or {"status": "ok"})})
     if job.get("audit"):
         t0 = time.perf_counter()

@@ -148,7 +148,8 @@ def _through_server(run: _Run, say: Callable[[str], None]) -> None:
     run.sent = _servable(run, where, say)
     if not run.sent:
         return
-    items = [wire.item(os.path.abspath(run.jobs[i].path), run.jobs[i].exercise, run.seeds[i], run.jobs[i].limits or Limits(),
+    items = [wire.item(os.path.abspath(run.jobs[i].path), run.jobs[i].exercise, run.seeds[i],
+                       run.jobs[i].limits or Limits(),
                        strict=run.jobs[i].strict, in_model=run.jobs[i].in_model, audit=run.jobs[i].audit,
                        policy=run.jobs[i].policy, device=run.jobs[i].device) for i in run.sent]
     request = wire.request("check", fp, items)
@@ -191,7 +192,7 @@ def _servable(run: _Run, where: Place, say: Callable[[str], None]) -> list[int]:
     return [i for i in everything if i not in cuda]
 
 
-def _exchange(conn: "_Conn", request: dict[str, Any], run: _Run) -> str:
+def _exchange(conn: _Conn, request: dict[str, Any], run: _Run) -> str:
     """Send the request and collect the answers into run.answers; "done" or "stale"."""
     order = run.sent or list(range(len(run.jobs)))  # item index -> job index
     try:
@@ -236,7 +237,7 @@ class _Conn:
         self.sock = sock
         self.buf = b""
 
-    def __enter__(self) -> "_Conn":
+    def __enter__(self) -> _Conn:
         return self
 
     def __exit__(self, *exc: object) -> None:

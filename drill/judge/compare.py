@@ -112,7 +112,8 @@ def compare(
         return Comparison(
             False,
             "nonfinite",
-            f"{what} has {n} NaN/inf value{'s' if n != 1 else ''} where finite values were expected (first at {list(idx)})"
+            f"{what} has {n} NaN/inf value{'s' if n != 1 else ''} where finite values were expected (first at "
+            f"{list(idx)})"
             if bool(bad_finite.any())
             else f"{what} is finite where NaN/inf was expected (first at {list(idx)})",
             max_abs,

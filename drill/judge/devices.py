@@ -71,7 +71,8 @@ def require_cuda() -> None:
     import torch
 
     if not torch.cuda.is_available():
-        raise UserError(f"--device cuda: torch sees no CUDA device here ({why_no_cuda(torch)}); use --device cpu or auto")
+        raise UserError(f"--device cuda: torch sees no CUDA device here ({why_no_cuda(torch)}); use --device cpu or "
+                        "auto")
 
 
 def why_no_cuda(torch) -> str:

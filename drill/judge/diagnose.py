@@ -33,9 +33,11 @@ GENERIC: dict[str, Diagnosis] = {
                   "docstring), so no hidden test could run.",
                   "Write your solution in this file, or copy the exercise's starter file (`drill start EXERCISE DIR`; "
                   "--force replaces a file)."),
-        Diagnosis("missing_name", "Graded name missing", "The file does not define a name (or attribute) the contract requires.",
+        Diagnosis("missing_name", "Graded name missing",
+                  "The file does not define a name (or attribute) the contract requires.",
                   "Define it with exactly the name and attributes given in the starter file."),
-        Diagnosis("forbidden_op", "Forbidden library op", "The exercise asks for a from-scratch version, and this call is the library's ready-made answer.",
+        Diagnosis("forbidden_op", "Forbidden library op",
+                  "The exercise asks for a from-scratch version, and this call is the library's ready-made answer.",
                   "Replace the call on the line shown with your own tensor operations."),
         Diagnosis("policy_violation", "Not allowed in a solution",
                   "The file uses something a from-scratch solution never needs and the grader does not allow "
@@ -43,28 +45,41 @@ GENERIC: dict[str, Diagnosis] = {
                   "name, torch.jit/compile/ops/_C/library/utils, or a dunder/private attribute); nothing was run.",
                   "Rewrite the line shown with plain torch tensor code; put experiments under "
                   "`if __name__ == \"__main__\":`, which is not checked."),
-        Diagnosis("time_limit", "Wall-clock limit reached", "The code did not finish in time (an endless loop, a sleep, or something far too slow).",
+        Diagnosis("time_limit", "Wall-clock limit reached",
+                  "The code did not finish in time (an endless loop, a sleep, or something far too slow).",
                   "Look for loops that never end or waits; vectorise Python loops over elements."),
-        Diagnosis("cpu_limit", "CPU-time limit reached", "The code used more CPU time than allowed (usually an endless or very slow loop).",
+        Diagnosis("cpu_limit", "CPU-time limit reached",
+                  "The code used more CPU time than allowed (usually an endless or very slow loop).",
                   "Look for a loop that never ends; vectorise Python loops over elements."),
         Diagnosis("memory_limit", "Memory limit reached", "The code allocated more memory than allowed.",
                   "Avoid materialising huge intermediates; check shapes of what you allocate."),
-        Diagnosis("output_limit", "Too much printed output", "The graded code printed (or wrote) more than the grader's 64 MB output cap, so that write failed and the tests it interrupted could not finish.",
-                  "Remove print() calls and debug output from the graded code (the graded file should be silent), then check again."),
-        Diagnosis("crashed", "The process ended early", "The graded code exited, was killed, or left processes behind instead of returning results.",
+        Diagnosis("output_limit", "Too much printed output",
+                  "The graded code printed (or wrote) more than the grader's 64 MB output cap, so that write failed "
+                  "and the tests it interrupted could not finish.",
+                  "Remove print() calls and debug output from the graded code (the graded file should be silent), then "
+                  "check again."),
+        Diagnosis("crashed", "The process ended early",
+                  "The graded code exited, was killed, or left processes behind instead of returning results.",
                   "Do not call exit()/os._exit or start processes in graded code; return the result instead."),
-        Diagnosis("exception", "Your code raised an exception", "An exception escaped the graded code on at least one hidden test.",
+        Diagnosis("exception", "Your code raised an exception",
+                  "An exception escaped the graded code on at least one hidden test.",
                   "Reproduce with the shapes shown (--verbose) and fix the line shown."),
-        Diagnosis("wrong_type", "Wrong return type", "The graded code returned something other than what the contract requires.",
+        Diagnosis("wrong_type", "Wrong return type",
+                  "The graded code returned something other than what the contract requires.",
                   "Return a torch.Tensor (keep everything in torch; no .tolist(), .numpy() or tuples)."),
         Diagnosis("wrong_shape", "Wrong shape", "An output or parameter has a different shape from the contract's.",
                   "Check the shape the contract gives; print .shape at each step with the --verbose inputs."),
-        Diagnosis("wrong_dtype", "Wrong output dtype", "The output's dtype differs from the input's (e.g. fp32 returned for fp16 input).",
+        Diagnosis("wrong_dtype", "Wrong output dtype",
+                  "The output's dtype differs from the input's (e.g. fp32 returned for fp16 input).",
                   "Cast the result back with .to(x.dtype) after computing in fp32."),
-        Diagnosis("grad_broken", "Gradients do not flow", "The forward result is right, but gradients are missing or wrong (detach, no_grad, NumPy, or in-place edits).",
+        Diagnosis("grad_broken", "Gradients do not flow",
+                  "The forward result is right, but gradients are missing or wrong (detach, no_grad, NumPy, or "
+                  "in-place edits).",
                   "Keep every step in differentiable torch ops; no .detach(), torch.no_grad() or NumPy round trips."),
-        Diagnosis("half_nonfinite", "NaN/inf in half precision", "With fp16/bf16 inputs the result has NaN or inf where the fp32 reference is finite.",
-                  "Compute the sensitive steps (sums, exp, fills) in fp32 or with dtype-aware constants, then cast back."),
+        Diagnosis("half_nonfinite", "NaN/inf in half precision",
+                  "With fp16/bf16 inputs the result has NaN or inf where the fp32 reference is finite.",
+                  "Compute the sensitive steps (sums, exp, fills) in fp32 or with dtype-aware constants, then cast "
+                  "back."),
         # Every unit test passes and only the decoder run disagrees: no bug signature applies, and what
         # breaks a component only once composed is a short, known list (see inmodel_verdict.py).
         Diagnosis(
@@ -73,8 +88,8 @@ GENERIC: dict[str, Diagnosis] = {
             "Every unit test passes, but with your component swapped into the reference decoder the logits or the "
             "generated tokens differ. The decoder calls it many times, on changing shapes (a prompt, then one token "
             "at a time), so what breaks is usually what a single call cannot show.",
-            "Look for state kept between calls (a normaliser, shape, position, mask or buffer computed once and reused), "
-            "tensors created without the input's dtype or device (torch.ones(n) instead of "
+            "Look for state kept between calls (a normaliser, shape, position, mask or buffer computed once and "
+            "reused), tensors created without the input's dtype or device (torch.ones(n) instead of "
             "torch.ones(n, dtype=x.dtype, device=x.device)), a result not cast back to the input's dtype, and in-place "
             "changes to your inputs; rerun with the same --seed and --verbose.",
         ),
@@ -95,7 +110,8 @@ GENERIC: dict[str, Diagnosis] = {
                   "with the reference, so every test it touches fails.",
                   "Remove dropout from the graded code (or build it with p = 0): the contract's modules hold no "
                   "dropout. Draw no random numbers in forward and keep no state that changes from call to call."),
-        Diagnosis("unknown", "Mismatch with the reference", "The output differs from the reference and matches none of the known mistakes.",
+        Diagnosis("unknown", "Mismatch with the reference",
+                  "The output differs from the reference and matches none of the known mistakes.",
                   "Compare by hand on the worst element shown; rerun with --seed and --verbose."),
     ]
 }
@@ -202,7 +218,8 @@ def diagnose_cases(spec: Spec, evals: list[CaseEval], tolerance_of: Any) -> Verd
         message = ev.record.get("message", "")
         for needle, diagnosis in spec.exception_bugs:
             if needle in message:
-                return Verdict(diagnosis, f"{ev.record.get('type')}: {message}{where(ev.record)} in test '{ev.case.name}'")
+                return Verdict(diagnosis,
+                               f"{ev.record.get('type')}: {message}{where(ev.record)} in test '{ev.case.name}'")
 
     absent = absent_arg_failure(spec, evals)
     state = state_failure(evals) if absent is None else None
@@ -234,7 +251,8 @@ def diagnose_cases(spec: Spec, evals: list[CaseEval], tolerance_of: Any) -> Verd
         if status in by_status:
             ev = by_status[status][0]
             message = ev.record.get("message", "")
-            tuple_wanted = status == "wrong_type" and ("instead of a tuple" in str(message) or "in the tuple" in str(message))
+            tuple_wanted = status == "wrong_type" and ("instead of a tuple" in str(message)
+                                                       or "in the tuple" in str(message))
             return Verdict(TUPLE_TYPE if tuple_wanted else GENERIC[status], message)
         for ev in evals:
             if reason and ev.forward is not None and ev.forward.reason == reason:
@@ -320,7 +338,8 @@ def nondeterministic_failure(evals: list[CaseEval], tolerance_of: Any) -> Verdic
             return Verdict(
                 GENERIC["nondeterministic"],
                 f"test '{ev.case.name}' calls your code twice on identical inputs and the outputs disagree: "
-                f"{same.message} (expected = the first call's output); {failing} test{'s' if failing != 1 else ''} fail",
+                f"{same.message} (expected = the first call's output); "
+                f"{failing} test{'s' if failing != 1 else ''} fail",
                 explained=failing,
             )
     return None
@@ -399,7 +418,8 @@ def probe_failure(evals: list[CaseEval]) -> Verdict | None:
     if len(probes) != 1 or None in probes:
         return None
     for ev in failing:
-        if ev.status not in ("exception", "wrong_shape") and not (ev.forward is not None and ev.forward.reason == "shape"):
+        shape_mismatch = ev.forward is not None and ev.forward.reason == "shape"
+        if ev.status not in ("exception", "wrong_shape") and not shape_mismatch:
             return None
     ev = failing[0]
     if ev.status == "exception":
@@ -429,7 +449,8 @@ def state_failure(evals: list[CaseEval]) -> Verdict | None:
     if not failing or len(failing) == len(evals):
         return None
     for ev in failing:
-        if ev.case.repeat is None or ev.status != "ok" or ev.forward is None or ev.forward.reason not in ("values", "nonfinite"):
+        if (ev.case.repeat is None or ev.status != "ok" or ev.forward is None
+                or ev.forward.reason not in ("values", "nonfinite")):
             return None
     ev = failing[0]
     n = len(failing)
@@ -457,9 +478,10 @@ def match_bug(spec: Spec, evals: list[CaseEval], tolerance_of: Any) -> Verdict |
     order = [ev for ev in evals if not ev.forward.ok] + [ev for ev in evals if ev.forward.ok]
     learner_ok: dict[int, bool] = {}  # per case, without an ignore mask: the same for every variant
     scores = [_Score() for _ in spec.bugs]
-    for score, bug in zip(scores, spec.bugs):
+    for score, bug in zip(scores, spec.bugs, strict=True):
         _advance(bug, order, score, tolerance_of, learner_ok, to_end=False)
-    consistent = [(s.explained, -i, bug) for i, (s, bug) in enumerate(zip(scores, spec.bugs)) if s.consistent and s.explained]
+    consistent = [(s.explained, -i, bug) for i, (s, bug) in enumerate(zip(scores, spec.bugs, strict=True))
+                  if s.consistent and s.explained]
     if consistent:
         n, _, bug = max(consistent, key=lambda t: t[:2])
         label = f" ({bug.label})" if bug.label else ""
@@ -472,9 +494,9 @@ def match_bug(spec: Spec, evals: list[CaseEval], tolerance_of: Any) -> Verdict |
             detail += f"; also consistent with: {', '.join(others)}"
         return Verdict(bug.diagnosis, detail, partial=bool(bug.also), explained=n)
     # No variant explains everything: the partial counts need every case of the variants dropped early.
-    for score, bug in zip(scores, spec.bugs):
+    for score, bug in zip(scores, spec.bugs, strict=True):
         _advance(bug, order, score, tolerance_of, learner_ok, to_end=True)
-    partial = [(s.matched, -i, bug) for i, (s, bug) in enumerate(zip(scores, spec.bugs)) if s.matched]
+    partial = [(s.matched, -i, bug) for i, (s, bug) in enumerate(zip(scores, spec.bugs, strict=True)) if s.matched]
     if partial:
         n, _, bug = max(partial, key=lambda t: t[:2])
         label = f" ({bug.label})" if bug.label else ""

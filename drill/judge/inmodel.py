@@ -170,16 +170,17 @@ def cases_for(exercise: str, seed: int) -> list:
     what = {"logits": "logits of a full forward", "tokens": f"greedy generation of {NEW_TOKENS} tokens"}
     how = " (re-running the sequence each step)" if not cached else " (prefill + decode through the KV cache)"
     cases = []
-    for i, returns in enumerate(("logits", "tokens")):
+    for returns in ("logits", "tokens"):
         alt = {conv: ((a[0] if returns == "logits" else a[1]), {}) for conv, a in answers.items()}
         case = Case(
-            name=f"in-model: {what[returns]} of a 2-layer Llama with your {exercise}" + (how if returns == "tokens" else ""),
+            name=(f"in-model: {what[returns]} of a 2-layer Llama with your {exercise}"
+                  + (how if returns == "tokens" else "")),
             target=KIND,
             kind=KIND,
             args={"ids": ids},
             params=params,
-            extra={"exercise": exercise, "returns": returns, "config": CONFIG, "new_tokens": NEW_TOKENS, "cached": cached,
-                   "decoder": source_for(exercise)},
+            extra={"exercise": exercise, "returns": returns, "config": CONFIG, "new_tokens": NEW_TOKENS,
+                   "cached": cached, "decoder": source_for(exercise)},
             ctx={"dtype": "float32" if returns == "logits" else "int64", "in_model": True, "alt": alt},
         )
         case.expected, case.expected_grads = alt["half"]

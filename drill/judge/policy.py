@@ -157,7 +157,7 @@ class Profile:
     blocked: frozenset[str] = frozenset()
 
     @classmethod
-    def of(cls, packages: tuple[str, ...] | list[str] = ()) -> "Profile":
+    def of(cls, packages: tuple[str, ...] | list[str] = ()) -> Profile:
         parts = [EXTRA_IMPORTS[p] for p in packages]
         return cls(frozenset(m for part in parts for m in part["modules"]),
                    tuple(x for part in parts for x in part["prefixes"]),

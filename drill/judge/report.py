@@ -124,7 +124,8 @@ def _in_model_line(result: Any) -> Text | None:
             line.append(", ")
         ok = t.status == "pass"
         line.append(f"{t.in_model} ")
-        line.append("✓" if ok else ("✗" if t.status in ("fail", "error") else "not run"), style=STYLE["pass" if ok else t.status])
+        line.append("✓" if ok else ("✗" if t.status in ("fail", "error") else "not run"),
+                    style=STYLE["pass" if ok else t.status])
     return line
 
 

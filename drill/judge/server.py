@@ -232,7 +232,7 @@ class Server:
         while not self.stopping.is_set():
             try:
                 conn, _ = self.listener.accept()
-            except socket.timeout:
+            except TimeoutError:
                 continue
             except OSError:
                 break

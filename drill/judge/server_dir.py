@@ -107,7 +107,8 @@ def not_private(path: Path, uid: int | None = None, *, kind: str = "dir") -> str
         return f"cannot be read ({exc.strerror})"
     want = stat.S_ISDIR if kind == "dir" else stat.S_ISSOCK
     if not want(st.st_mode):
-        return f"is not a {'folder' if kind == 'dir' else 'socket'}" + (" (a symlink)" if stat.S_ISLNK(st.st_mode) else "")
+        link = " (a symlink)" if stat.S_ISLNK(st.st_mode) else ""
+        return f"is not a {'folder' if kind == 'dir' else 'socket'}{link}"
     if st.st_uid != uid:
         return f"is owned by uid {st.st_uid}, not by you (uid {uid})"
     if kind == "dir" and st.st_mode & 0o077:

@@ -62,8 +62,10 @@ def _declaration_error(data: bytes, path: Path, reason: str) -> UserError:
     if cookie is not None:
         name = _COOKIE.match(data.splitlines()[cookie - 1].lstrip(b"\xef\xbb\xbf")).group(1).decode("ascii", "replace")
         if "unknown encoding" in reason:
-            return UserError(f"declares an unknown encoding '{name}'; use utf-8 or a codec Python knows", f"{path}:{cookie}")
-        return UserError(f"encoding declaration '{name}' contradicts the file's UTF-8 byte-order mark", f"{path}:{cookie}")
+            return UserError(f"declares an unknown encoding '{name}'; use utf-8 or a codec Python knows",
+                             f"{path}:{cookie}")
+        return UserError(f"encoding declaration '{name}' contradicts the file's UTF-8 byte-order mark",
+                         f"{path}:{cookie}")
     try:
         data.decode("utf-8")
         line = 1

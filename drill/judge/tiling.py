@@ -113,7 +113,7 @@ def parse(got: Any) -> dict[str, int] | None:
     """The measurement as a dict, or None when it is not one (wrong length, dtype or version)."""
     if not isinstance(got, torch.Tensor) or got.dtype != torch.int64 or tuple(got.shape) != (len(FIELDS),):
         return None
-    data = dict(zip(FIELDS, (int(x) for x in got.tolist())))
+    data = dict(zip(FIELDS, (int(x) for x in got.tolist()), strict=True))
     return data if data["version"] == VERSION else None
 
 

@@ -219,7 +219,8 @@ def result_from_wire(doc: Any) -> Result:
         diagnosis_detail=_text(doc["diagnosis_detail"], "diagnosis_detail"), diagnosis_partial=doc["diagnosis_partial"],
         advisories=list(doc["advisories"]), audit=list(doc["audit"]), elapsed_s=float(doc["elapsed_s"]),
         output_tail=_text(doc["output_tail"], "output_tail"), layers=dict(layers), unmeasured=doc["unmeasured"],
-        device=_text(doc["device"], "device", 500), reference_backend=_text(doc["reference_backend"], "reference_backend", 5000),
+        device=_text(doc["device"], "device", 500),
+        reference_backend=_text(doc["reference_backend"], "reference_backend", 5000),
     )
 
 

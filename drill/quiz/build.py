@@ -13,7 +13,15 @@ from typing import Any
 
 from drill.quiz import kinds
 from drill.quiz.fields import Collector, Fields, Problem, as_number, suggest, type_name
-from drill.quiz.schema import COMMON_OPTIONAL, COMMON_REQUIRED, DIFFICULTIES, ID_PATTERN, TOPIC_PATTERN, CommonWrong, Question
+from drill.quiz.schema import (
+    COMMON_OPTIONAL,
+    COMMON_REQUIRED,
+    DIFFICULTIES,
+    ID_PATTERN,
+    TOPIC_PATTERN,
+    CommonWrong,
+    Question,
+)
 from drill.quiz.yamlread import LineDict
 
 __all__ = ["Collector", "Problem", "as_number", "build_file", "build_question"]
@@ -65,7 +73,8 @@ def build_question(data: LineDict, topic: str, out: Collector, every: frozenset[
     if kind is None:
         if name is not None:
             known = kinds.names()
-            out.add(fields.line("kind"), f"{label}: unknown kind {name!r}{suggest(str(name), known)}; use one of {', '.join(known)}")
+            out.add(fields.line("kind"),
+                    f"{label}: unknown kind {name!r}{suggest(str(name), known)}; use one of {', '.join(known)}")
         fields.check_keys(COMMON_REQUIRED, tuple(every - set(COMMON_REQUIRED)))
         return None
     fields.check_keys(COMMON_REQUIRED + kind.required, COMMON_OPTIONAL + kind.optional, every - set(kind.fields))
@@ -75,10 +84,12 @@ def build_question(data: LineDict, topic: str, out: Collector, every: frozenset[
         out.add(fields.line("id"), f"{label}: id must match {ID_PATTERN} (lowercase letters, digits, '-'; 3-64 chars)")
     difficulty = fields.text("difficulty")
     if difficulty and difficulty not in DIFFICULTIES:
-        out.add(fields.line("difficulty"), f"{label}: difficulty {difficulty!r} must be one of {', '.join(DIFFICULTIES)}")
+        out.add(fields.line("difficulty"),
+                f"{label}: difficulty {difficulty!r} must be one of {', '.join(DIFFICULTIES)}")
     own_topic = fields.text("topic", required=True, default="") if "topic" in data else ""
     if own_topic and not _TOPIC_RE.match(own_topic):
-        out.add(fields.line("topic"), f"{label}: topic {own_topic!r} must be a topic name (lowercase letters, digits, '_')")
+        out.add(fields.line("topic"), f"{label}: topic {own_topic!r} must be a topic name (lowercase letters, digits, "
+                                      "'_')")
     tags = fields.strings("tags")
     for tag in tags:
         if not _TAG_RE.match(tag):

@@ -187,5 +187,6 @@ def optimize(
 
             fitted = fit(store)
     shown = ", ".join(f"{p:.4g}" for p in fitted.parameters)
-    err_console.print(f"fitted on {fitted.reviews} reviews (of {fitted.total}); from now on drill schedules with: {shown}",
+    err_console.print(f"fitted on {fitted.reviews} reviews (of {fitted.total}); from now on drill schedules with: "
+                      f"{shown}",
                       markup=False, soft_wrap=True)

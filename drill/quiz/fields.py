@@ -66,7 +66,8 @@ class Fields:
     def line(self, key: str) -> int:
         return self.data.line_of(key)
 
-    def check_keys(self, required: tuple[str, ...], optional: tuple[str, ...], elsewhere: frozenset[str] = frozenset()) -> None:
+    def check_keys(self, required: tuple[str, ...], optional: tuple[str, ...],
+                   elsewhere: frozenset[str] = frozenset()) -> None:
         for key, line in self.data.duplicates:
             self.out.add(line, f"{self.what}: field '{key}' appears twice; keep one")
         allowed = required + optional
@@ -77,7 +78,8 @@ class Fields:
             if key in elsewhere:
                 self.out.add(line, f"{self.what}: field '{key}' does not belong here; remove it")
             else:
-                self.out.add(line, f"{self.what}: unknown field '{key}'{suggest(key, allowed)}; allowed: {', '.join(allowed)}")
+                self.out.add(line, f"{self.what}: unknown field '{key}'{suggest(key, allowed)}; allowed: "
+                                   f"{', '.join(allowed)}")
         for key in required:
             if key not in self.data:
                 self.out.add(self.data.line, f"{self.what}: missing required field '{key}'")
@@ -92,7 +94,8 @@ class Fields:
             if required:
                 self.out.add(self.line(key), f"{self.what}: '{key}' is empty; write the text")
             return default
-        hint = " (YAML read yes/no/on/off as true/false: put the text in quotes)" if isinstance(value, bool) else " (put it in quotes)"
+        hint = (" (YAML read yes/no/on/off as true/false: put the text in quotes)" if isinstance(value, bool)
+                else " (put it in quotes)")
         self.out.add(self.line(key), f"{self.what}: '{key}' must be text, not {type_name(value)}{hint}")
         return default
 
@@ -106,11 +109,13 @@ class Fields:
             return []
         value = self.data[key]
         if not isinstance(value, list):
-            self.out.add(self.line(key), f"{self.what}: '{key}' must be a list (items starting with '- '), not {type_name(value)}")
+            self.out.add(self.line(key),
+                         f"{self.what}: '{key}' must be a list (items starting with '- '), not {type_name(value)}")
             return []
         if len(value) < lo or (hi is not None and len(value) > hi):
             bound = f"{lo} to {hi}" if hi is not None else f"at least {lo}"
-            self.out.add(self.line(key), f"{self.what}: '{key}' has {len(value)} item{'s' * (len(value) != 1)}; it needs {bound}")
+            self.out.add(self.line(key),
+                         f"{self.what}: '{key}' has {len(value)} item{'s' * (len(value) != 1)}; it needs {bound}")
         return value
 
     def strings(self, key: str) -> tuple[str, ...]:
@@ -119,7 +124,8 @@ class Fields:
             if isinstance(item, str) and item.strip():
                 result.append(item)
             else:
-                self.out.add(self.line(key), f"{self.what}: every item of '{key}' must be non-empty text, not {type_name(item)}")
+                self.out.add(self.line(key),
+                             f"{self.what}: every item of '{key}' must be non-empty text, not {type_name(item)}")
         return tuple(result)
 
     def mapping(self, key: str) -> LineDict | None:
@@ -127,7 +133,8 @@ class Fields:
             return None
         value = self.data[key]
         if not isinstance(value, LineDict):
-            self.out.add(self.line(key), f"{self.what}: '{key}' must be a mapping (name: value lines), not {type_name(value)}")
+            self.out.add(self.line(key),
+                         f"{self.what}: '{key}' must be a mapping (name: value lines), not {type_name(value)}")
             return None
         return value
 

@@ -65,7 +65,8 @@ def _round_digits(args: list[Number]) -> None:
     if len(args) == 2:
         digits = args[1]
         if not isinstance(digits, int) or abs(digits) > MAX_ROUND_DIGITS:
-            raise FormulaError(f"round()'s digits must be a whole number from -{MAX_ROUND_DIGITS} to {MAX_ROUND_DIGITS}")
+            raise FormulaError(
+                f"round()'s digits must be a whole number from -{MAX_ROUND_DIGITS} to {MAX_ROUND_DIGITS}")
 
 
 def _log(x: float, base: float | None = None) -> float:
@@ -274,7 +275,7 @@ def _eval(node: ast.AST, env: Mapping[str, Number]) -> Number:
         return result
     if isinstance(node, ast.Compare):
         left = _eval(node.left, env)
-        for op, comparator in zip(node.ops, node.comparators):
+        for op, comparator in zip(node.ops, node.comparators, strict=True):
             right = _eval(comparator, env)
             if not _COMPARE[type(op)](left, right):
                 return False

@@ -57,10 +57,12 @@ class ScanResult:
         files = len(self.bank.files)
         status = "ok" if not self.problems else f"{len(self.problems)} problem{'s' * (len(self.problems) != 1)}"
         count = len(self.bank.questions)
-        line = f"{count} question{'s' * (count != 1)} in {files} file{'s' * (files != 1)}: {status}" + (f"; {mix}" if mix else "")
+        line = f"{count} question{'s' * (count != 1)} in {files} file{'s' * (files != 1)}: {status}"
+        line += f"; {mix}" if mix else ""
         longest = self.figures.get("longest_right")
         if longest and longest[1]:
-            line += f"; right option longest in {longest[0]} of {longest[1]} choice questions ({longest[0] / longest[1]:.0%})"
+            line += (f"; right option longest in {longest[0]} of {longest[1]} choice questions"
+                     f" ({longest[0] / longest[1]:.0%})")
         return line
 
 
@@ -92,7 +94,8 @@ def bank_files(path: Path) -> list[Path]:
     if not files:
         raise UserError("no question files (*.yaml) in this folder", str(path))
     if len(files) > MAX_BANK_FILES:
-        raise UserError(f"{len(files)} question files in this folder (at most {MAX_BANK_FILES}); is it the right folder?", str(path))
+        raise UserError(f"{len(files)} question files in this folder (at most {MAX_BANK_FILES}); is it the right "
+                        "folder?", str(path))
     return files
 
 
@@ -116,14 +119,19 @@ def _build(parsed: list[tuple[Path, Any]], *, deep: bool, audit: bool = False) -
         for question in built:
             if question.id in first_seen:
                 other = first_seen[question.id]
-                problems.append(Problem(question.file, question.line_of("id"), f"duplicate id '{question.id}' (first used at {other.file}:{other.line_of('id')}); ids must be unique across the bank — pick a new one"))
+                problems.append(Problem(question.file, question.line_of("id"),
+                                        f"duplicate id '{question.id}' (first used at "
+                                        f"{other.file}:{other.line_of('id')}); ids must be unique across the bank — "
+                                        "pick a new one"))
                 continue
             first_seen[question.id] = question
             questions.append(question)
     stems = {file.stem for file, _ in parsed}
     for question in questions:  # a question's own topic must be one of the bank's, or filters and stats split
         if len(stems) > 1 and question.topic not in stems:
-            problems.append(Problem(question.file, question.line_of("topic"), f"question '{question.id}': topic '{question.topic}' is not a topic of this bank (its files: {', '.join(sorted(stems))})"))
+            problems.append(Problem(question.file, question.line_of("topic"),
+                                    f"question '{question.id}': topic '{question.topic}' is not a topic of this bank "
+                                    f"(its files: {', '.join(sorted(stems))})"))
     figures: dict[str, Any] = {}
     if deep:
         from drill.quiz.validate import audit_problems, deep_problems

@@ -86,7 +86,8 @@ UNIT_FAMILIES: dict[str, dict[str, float]] = {
 # The classic short bit spellings (a capital prefix and a small b). Graded as bits
 # they would silently fail a learner who meant bytes; read as bytes they would
 # pass a wrong answer (171.8 Gb is not 160 GiB). So they are asked again.
-_SHORT_BITS: dict[str, str] = {"b": "bits", "Kb": "kilobits", "Mb": "megabits", "Gb": "gigabits", "Tb": "terabits", "Pb": "petabits"}
+_SHORT_BITS: dict[str, str] = {"b": "bits", "Kb": "kilobits", "Mb": "megabits", "Gb": "gigabits", "Tb": "terabits",
+                               "Pb": "petabits"}
 # Count words after an optional multiplier ("7B params", "3.2M tokens"), and the
 # kind of count each one names: a number of tokens is not a number of params.
 _COUNT_WORDS: dict[str, str] = {
@@ -217,7 +218,8 @@ def _split_count(unit: str) -> tuple[float, str | None] | None:
     if kind is not None and kind == "ratio":
         return None  # "B%", "Mx": not a count anyone writes
     for name, multiplier in units.items():
-        if name and _COUNT_WORDS.get(name) is None and name.lower() == text.lower() and name not in ("params", "tokens"):
+        if (name and _COUNT_WORDS.get(name) is None and name.lower() == text.lower()
+                and name not in ("params", "tokens")):
             return multiplier * factor, kind
     return None
 
@@ -231,7 +233,8 @@ def _count_factor(typed: str, unit: str) -> float:
         raise _wrong_unit(typed, "count")
     (typed_factor, typed_kind), (unit_factor, unit_kind) = theirs, ours
     if typed_kind and unit_kind and typed_kind != unit_kind:
-        raise AnswerFormatError(f"you wrote {typed.strip()}; the answer is {_KIND_LABEL[unit_kind]} (a bare number is fine)")
+        raise AnswerFormatError(f"you wrote {typed.strip()}; the answer is {_KIND_LABEL[unit_kind]} (a bare number is "
+                                "fine)")
     return typed_factor / unit_factor
 
 
@@ -242,7 +245,8 @@ def _bytes_factor(typed: str, unit: str) -> float:
     if typed in _SHORT_BITS:
         raise AnswerFormatError(
             f"'{typed}' means {_SHORT_BITS[typed]} (8 bits = 1 byte); for bytes type "
-            f"{typed[:-1] + 'B' if typed != 'b' else 'B or bytes'}, for bits spell it {typed[:-1] + 'bit' if typed != 'b' else 'bits'}"
+            f"{typed[:-1] + 'B' if typed != 'b' else 'B or bytes'}, for bits spell it "
+            f"{typed[:-1] + 'bit' if typed != 'b' else 'bits'}"
         )
     # Any case is fine when it cannot mean bits: "gib", "gb", "GIB". A capital prefix
     # with a small final b ("MIb", "Gib") is the bit spelling: ask rather than guess.
@@ -341,7 +345,8 @@ def read_answer(text: str, unit: str = "") -> TypedAnswer:
     else:
         expression = _EXPRESSION.match(_with_pi(stripped) if with_pi else stripped)
         if not expression or not (with_pi or re.search(r"\d", stripped)):
-            raise AnswerFormatError(f"couldn't read {stripped!r} as a number; try again (e.g. 1500, 1.5e3, 2 GiB, 2^30)")
+            raise AnswerFormatError(
+                f"couldn't read {stripped!r} as a number; try again (e.g. 1500, 1.5e3, 2 GiB, 2^30)")
         value = _evaluate_expression(expression.group("expr"), stripped)
         typed_unit = (expression.group("unit") or "").strip()
         computed = True

@@ -34,7 +34,7 @@ def usable_reviews(log: Iterable[Review]) -> int:
     count = 0
     for history in times.values():
         history = sorted(history)[:MAX_SEQ_LEN]
-        count += sum(1 for before, after in zip(history, history[1:]) if (after - before).days > 0)
+        count += sum(1 for before, after in zip(history, history[1:], strict=False) if (after - before).days > 0)
     return count
 
 
@@ -64,7 +64,8 @@ def _optimize(log: list[Review]) -> list[float]:
     try:
         from fsrs import Optimizer, Rating, ReviewLog
     except ImportError as exc:  # fsrs without its optimizer extra (torch, pandas, tqdm)
-        raise UserError(f"the FSRS optimizer cannot be loaded ({exc}); install it with pip install 'fsrs[optimizer]'") from None
+        raise UserError(
+            f"the FSRS optimizer cannot be loaded ({exc}); install it with pip install 'fsrs[optimizer]'") from None
     ids = {qid: index for index, qid in enumerate(sorted({r.question_id for r in log}), start=1)}
     logs = [
         ReviewLog(card_id=ids[r.question_id], rating=Rating(r.rating), review_datetime=parse_time(r.reviewed_at),
@@ -74,7 +75,8 @@ def _optimize(log: list[Review]) -> list[float]:
     try:
         return [float(p) for p in Optimizer(logs).compute_optimal_parameters()]
     except Exception as exc:  # noqa: BLE001 - a numerical failure inside torch: say so in one line
-        raise UserError(f"the FSRS optimizer failed on this log ({type(exc).__name__}: {exc}); your schedule is unchanged") from None
+        raise UserError(f"the FSRS optimizer failed on this log ({type(exc).__name__}: {exc}); your schedule is "
+                        "unchanged") from None
 
 
 def _check(parameters: list[float]) -> None:
@@ -86,4 +88,5 @@ def _check(parameters: list[float]) -> None:
     try:
         fsrs.Scheduler(parameters=tuple(parameters))
     except (ValueError, TypeError) as exc:
-        raise UserError(f"the FSRS optimizer returned parameters fsrs refuses ({exc}); your schedule is unchanged") from None
+        raise UserError(
+            f"the FSRS optimizer returned parameters fsrs refuses ({exc}); your schedule is unchanged") from None

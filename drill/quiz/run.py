@@ -70,7 +70,8 @@ def run_quiz(
             cards = store.cards()
             since = now.astimezone().replace(hour=0, minute=0, second=0, microsecond=0).astimezone(timezone.utc)
             done = new_today(store.reviews(since=since.isoformat()), now)
-            queue = due_queue(pool, cards, now, new_limit=options.new_limit, new_done_today=done, count=options.count, rng=rng)
+            queue = due_queue(pool, cards, now, new_limit=options.new_limit, new_done_today=done, count=options.count,
+                              rng=rng)
             scheduler = scheduler_for(store, options.retention, fuzz=fuzz)
             if not queue:
                 _nothing_due(console, pool, cards, done, options.new_limit, now)

@@ -287,7 +287,8 @@ def render_summary(console: Console, result: SessionResult, *, cram: bool, due_l
         "interrupt": "Session interrupted (Ctrl-C)",
         "error": "Session stopped: the last answer could not be saved",
     }[result.ended_by]
-    console.print(Text(f"{ended} — {result.saved} review{'s' * (result.saved != 1)} saved" + (" (cram: schedule untouched)" if cram else ""), style="bold"))
+    console.print(Text(f"{ended} — {result.saved} review{'s' * (result.saved != 1)} saved"
+                       + (" (cram: schedule untouched)" if cram else ""), style="bold"))
     if result.asked:
         table = Table(show_header=False, box=None, padding=(0, 2))
         for rating in (AGAIN, HARD, GOOD, EASY):

@@ -94,11 +94,13 @@ def _construct_mapping(loader: Any, node: yaml.MappingNode) -> Any:
 def _construct_int(loader: Any, node: Any) -> int:
     text = str(node.value)
     if sum(c.isdigit() for c in text) > MAX_INT_DIGITS:
-        raise _Refused(_line(node), f"an integer with more than {MAX_INT_DIGITS} digits; write a large number as e.g. 1.5e+24")
+        raise _Refused(_line(node), f"an integer with more than {MAX_INT_DIGITS} digits; write a large number as e.g. "
+                                    "1.5e+24")
     try:
         return loader.construct_yaml_int(node)
     except (ValueError, TypeError):
-        raise _Refused(_line(node), f"{text[:40]!r} is not a whole number; remove the !!int tag or fix the number") from None
+        raise _Refused(_line(node),
+                       f"{text[:40]!r} is not a whole number; remove the !!int tag or fix the number") from None
 
 
 def _checked(constructor_name: str, what: str):  # type: ignore[no-untyped-def]
@@ -108,7 +110,8 @@ def _checked(constructor_name: str, what: str):  # type: ignore[no-untyped-def]
         try:
             return getattr(loader, constructor_name)(node)
         except (ValueError, TypeError, KeyError):
-            raise _Refused(_line(node), f"{str(node.value)[:40]!r} is not {what}; remove the tag or fix the value") from None
+            raise _Refused(_line(node),
+                           f"{str(node.value)[:40]!r} is not {what}; remove the tag or fix the value") from None
 
     return construct
 
@@ -215,16 +218,20 @@ def read_yaml(path: Path) -> Any:
         raise YamlSyntaxError(exc.line, exc.message) from None
     except yaml.constructor.ConstructorError as exc:  # e.g. !!seq on a scalar
         line = exc.problem_mark.line + 1 if exc.problem_mark is not None else 0
-        raise YamlSyntaxError(line, f"{exc.problem or 'a value YAML cannot build'}; keep to plain data (remove the tag)") from None
+        raise YamlSyntaxError(
+            line, f"{exc.problem or 'a value YAML cannot build'}; keep to plain data (remove the tag)") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         if exc.context_mark is not None and "quoted scalar" in (exc.context or ""):
             # The scanner notices an unclosed quote only where the file (or the next quote)
             # ends: point at the line where the quote was opened.
             line = exc.context_mark.line + 1
-            quote = text_str.splitlines()[exc.context_mark.line][exc.context_mark.column : exc.context_mark.column + 1] if exc.context_mark.line < len(text_str.splitlines()) else '"'
-            where = "before the end of the file" if "end of stream" in (exc.problem or "") else f"({exc.problem} on line {mark.line + 1 if mark else '?'})"
-            raise YamlSyntaxError(line, f"the {quote} quote opened on this line is never closed {where}; add the closing {quote}") from None
+            rows, col = text_str.splitlines(), exc.context_mark.column
+            quote = rows[exc.context_mark.line][col : col + 1] if exc.context_mark.line < len(rows) else '"'
+            where = ("before the end of the file" if "end of stream" in (exc.problem or "")
+                     else f"({exc.problem} on line {mark.line + 1 if mark else '?'})")
+            raise YamlSyntaxError(line, f"the {quote} quote opened on this line is never closed {where}; add the "
+                                        f"closing {quote}") from None
         line = mark.line + 1 if mark is not None else 0
         what = " ".join(p for p in (exc.context, exc.problem) if p)
         lines = text_str.splitlines()
@@ -238,4 +245,5 @@ def read_yaml(path: Path) -> Any:
     except yaml.YAMLError as exc:
         raise YamlSyntaxError(0, f"YAML error: {exc}") from None
     except (ValueError, TypeError, KeyError, RecursionError, MemoryError) as exc:  # a constructor we did not foresee
-        raise YamlSyntaxError(0, f"cannot read this YAML ({type(exc).__name__}); keep to plain text, numbers, lists and mappings") from None
+        raise YamlSyntaxError(0, f"cannot read this YAML ({type(exc).__name__}); keep to plain text, numbers, lists "
+                                 "and mappings") from None

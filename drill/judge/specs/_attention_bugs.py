@@ -30,10 +30,12 @@ D = {
                   "q.k (too peaked), and the weights then sum to 1/sqrt(d_k) instead of 1, shrinking every output.",
                   "Scale the scores before the softmax: softmax((q @ k^T) / math.sqrt(d_k)) @ v; nothing after it."),
         Diagnosis("wrong_scale", "Wrong scaling factor",
-                  "The logits are scaled by something other than 1/sqrt(d_k) (e.g. 1/d_k, 1/sqrt(d_v) or 1/sqrt(d_model)).",
+                  "The logits are scaled by something other than 1/sqrt(d_k) (e.g. 1/d_k, 1/sqrt(d_v) or "
+                  "1/sqrt(d_model)).",
                   "Scale by 1/sqrt(d_k), where d_k is the last dim of q (the per-head size)."),
         Diagnosis("softmax_wrong_axis", "Softmax over the wrong axis",
-                  "Each query's weights must sum to 1 over the keys (the last axis); another axis mixes queries or heads.",
+                  "Each query's weights must sum to 1 over the keys (the last axis); another axis mixes queries or "
+                  "heads.",
                   "Use softmax(scores, dim=-1)."),
         Diagnosis("mask_fill_zero", "Masked logits set to 0",
                   "A logit of 0 still gets weight exp(0) = 1 in the softmax, so blocked keys are still attended.",
@@ -42,19 +44,22 @@ D = {
                   "Zeroing probabilities after the softmax leaves rows that no longer sum to 1.",
                   "Mask the logits before the softmax so it renormalises over the allowed keys."),
         Diagnosis("mask_inverted", "Mask meaning inverted",
-                  "In the contract (and in F.scaled_dot_product_attention) True means 'may attend'; your code blocks the True entries.",
+                  "In the contract (and in F.scaled_dot_product_attention) True means 'may attend'; your code blocks "
+                  "the True entries.",
                   "Block where the mask is False: scores.masked_fill(~mask, ...)."),
         Diagnosis("mask_inf_times_zero", "Additive mask built as -inf * (~mask): NaN everywhere",
                   "Multiplying -inf by the inverted mask gives -inf where the mask is False but -inf * 0 = NaN where "
                   "it is True, so every allowed logit becomes NaN and every row with an allowed key comes out NaN; "
                   "only calls without a mask are right.",
                   "Do not build the bias by multiplying infinities: scores.masked_fill(~mask, float('-inf')), or "
-                  "torch.where(mask, scores, float('-inf')) (or a bias of torch.where(mask, 0.0, -inf) added to the scores)."),
+                  "torch.where(mask, scores, float('-inf')) (or a bias of torch.where(mask, 0.0, -inf) added to the "
+                  "scores)."),
         Diagnosis("masked_row_nan", "Fully masked row gives NaN",
                   "A row whose keys are all blocked is all -inf, and softmax of it is 0/0 = NaN.",
                   "Fill with a finite minimum, or zero the rows that have no allowed key after the softmax."),
         Diagnosis("fp16_fill_overflow", "Mask fill value overflows fp16",
-                  "A fill like -1e9 or torch.finfo(torch.float32).min does not fit in fp16: PyTorch refuses it, or it becomes -inf and a fully masked row turns NaN.",
+                  "A fill like -1e9 or torch.finfo(torch.float32).min does not fit in fp16: PyTorch refuses it, or it "
+                  "becomes -inf and a fully masked row turns NaN.",
                   "Use torch.finfo(scores.dtype).min (or compute the scores in fp32 and cast back)."),
         Diagnosis("no_max_subtraction", "Softmax without subtracting the row max",
                   "exp() of a large logit overflows (exp(89) in fp32, exp(12) in fp16), giving inf/inf = NaN; a "
@@ -63,28 +68,29 @@ D = {
         # A head-layout mistake of the module exercises (mha, gqa, kv_cache), kept here so all three share it.
         Diagnosis("heads_strided_split", "Heads split on the wrong axis (strided)",
                   "Head h must read the contiguous feature slice [h*d_head, (h+1)*d_head) of each projection; viewing "
-                  "(B, T, d_model) as (B, T, d_head, n_heads) makes head h read every n_heads-th feature (h, h+n_heads, ...). "
-                  "Merging back the same way does not undo it: o_proj's columns are laid out by contiguous head slices.",
+                  "(B, T, d_model) as (B, T, d_head, n_heads) makes head h read every n_heads-th feature (h, "
+                  "h+n_heads, ...). Merging back the same way does not undo it: o_proj's columns are laid out by "
+                  "contiguous head slices.",
                   "Split with t.view(B, T, n_heads, d_head).transpose(1, 2) (heads before d_head) and merge with "
                   "out.transpose(1, 2).reshape(B, T, n_heads * d_head)."),
         Diagnosis("mask_shape_assumed", "Mask assumed to have one particular shape",
                   "A mask may be any bool tensor that broadcasts to the scores (..., T_q, T_k): a 1-D (T_k,) key mask, "
-                  "(T_q, T_k) with 3-D inputs, (T_q, 1), (B, 1, 1, T_k), one mask per head. Your code works on the other "
-                  "tests but raises or returns the wrong shape on this legal one, so it indexes, reshapes or unsqueezes "
-                  "the mask as if it had a query axis or a fixed number of dims.",
+                  "(T_q, T_k) with 3-D inputs, (T_q, 1), (B, 1, 1, T_k), one mask per head. Your code works on the "
+                  "other tests but raises or returns the wrong shape on this legal one, so it indexes, reshapes or "
+                  "unsqueezes the mask as if it had a query axis or a fixed number of dims.",
                   "Let broadcasting do it: scores.masked_fill(~mask, ...) accepts every legal shape. If you need "
                   "explicit dims (a loop over heads or query rows), take torch.broadcast_to(mask, scores.shape) first "
                   "and slice that."),
         Diagnosis("softmax_discarded", "Softmax computed, then not used",
                   "The attention weights are softmax(scores). Your output is the raw scores times v: the weights are "
-                  "neither positive nor summing to 1, so the softmax's result was computed and then dropped (a variable "
-                  "reassigned or shadowed, or the scores' name used in the last matmul).",
+                  "neither positive nor summing to 1, so the softmax's result was computed and then dropped (a "
+                  "variable reassigned or shadowed, or the scores' name used in the last matmul).",
                   "Multiply v by the probabilities: p = torch.softmax(scores, dim=-1); return p @ v (check which "
                   "variable reaches the last matmul)."),
         Diagnosis("mask_ignored", "Mask accepted but never applied",
                   "Your output equals attention with no mask at all: the mask argument is taken and has no effect. "
-                  "Usually masked_fill (which returns a new tensor) whose result is dropped, or a mask applied to a copy "
-                  "of the scores that the softmax never sees.",
+                  "Usually masked_fill (which returns a new tensor) whose result is dropped, or a mask applied to a "
+                  "copy of the scores that the softmax never sees.",
                   "Keep the result: scores = scores.masked_fill(~mask, float('-inf')) (or the in-place masked_fill_), "
                   "then take the softmax of that same `scores`."),
         Diagnosis("mask_none_unhandled", "mask=None not handled",

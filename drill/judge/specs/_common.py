@@ -114,7 +114,9 @@ def reference_on() -> str:
     return _DEVICE.name
 
 
-def reference_with_grads(case: Case, forward: Callable[..., torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+def reference_with_grads(
+    case: Case, forward: Callable[..., torch.Tensor]
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Run `forward(**inputs, **params)` in fp32 and, if the case wants them, backprop `upstream`.
 
     Inputs (case.args) and params are upcast to fp32 copies, on the `reference_device` (the CPU unless a
@@ -381,7 +383,8 @@ def twice_probes(cases: list[Case], n: int = 3) -> list[Case]:
     for case in cases:
         if marked == n:
             break
-        if case.ctx.get("dtype") == "float32" and case.repeat is None and case.derive is None and case.kind in ("call", "module"):
+        if (case.ctx.get("dtype") == "float32" and case.repeat is None and case.derive is None
+                and case.kind in ("call", "module")):
             case.extra = {**case.extra, "twice": True}
             marked += 1
     return cases

@@ -135,7 +135,7 @@ def simulate(
     q0 = (rows // block_q) * block_q
     q1 = torch.clamp(q0 + block_q, max=t_q)
     m = torch.full((*q.shape[:-1],), float("-inf"), dtype=torch.float64)
-    l = torch.zeros_like(m)
+    l_sum = torch.zeros_like(m)
     acc = torch.zeros(*q.shape[:-1], v.shape[-1], dtype=torch.float64)
     touched = torch.zeros(t_q, dtype=torch.bool)  # a tile was computed for the row
     fuzzy = torch.zeros(t_q, dtype=torch.bool)  # values depend on the learner's fill of masked scores
@@ -161,24 +161,24 @@ def simulate(
             a = torch.exp(ref - m)
         else:  # inverted, with a row's first tile special-cased
             a = torch.where(torch.isinf(m), torch.zeros_like(m), torch.exp(ref - m))
-        l_new = (a if rescale_l else 1.0) * l + p.sum(dim=-1)
+        l_new = (a if rescale_l else 1.0) * l_sum + p.sum(dim=-1)
         pv = (p if weights == "p" else s) @ v[..., k0:k1, :]
         if division == "per_tile":
             acc_new = (a.unsqueeze(-1) * acc + pv) / l_new.unsqueeze(-1)
         else:
             acc_new = (a.unsqueeze(-1) if rescale_out else 1.0) * acc + pv
         m = torch.where(computed, m_new, m)
-        l = torch.where(computed, l_new, l)
+        l_sum = torch.where(computed, l_new, l_sum)
         acc = torch.where(computed.unsqueeze(-1), acc_new, acc)
         touched |= computed
     if division == "final":
-        out = acc / l.unsqueeze(-1) if not guard else torch.where(
-            (l > 0).unsqueeze(-1), acc / l.clamp_min(1e-300).unsqueeze(-1), torch.zeros_like(acc))
+        out = acc / l_sum.unsqueeze(-1) if not guard else torch.where(
+            (l_sum > 0).unsqueeze(-1), acc / l_sum.clamp_min(1e-300).unsqueeze(-1), torch.zeros_like(acc))
     else:
         out = acc
-    lse = (m + torch.log(l)) if lse_max else torch.log(l)
+    lse = (m + torch.log(l_sum)) if lse_max else torch.log(l_sum)
     if guard:
-        lse = torch.where(l > 0, lse, torch.full_like(lse, float("-inf")))
+        lse = torch.where(l_sum > 0, lse, torch.full_like(lse, float("-inf")))
     untouched = ~touched  # rows never computed: 0 or 0/0 by the learner's own guard
     unknown_rows = (untouched | fuzzy).expand(*q.shape[:-1])
     lse_unknown = unknown_rows.clone()

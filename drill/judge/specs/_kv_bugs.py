@@ -21,12 +21,14 @@ KD = {
     d.id: d
     for d in [
         Diagnosis("kv_rope_positions_restart", "New tokens rotated from position 0",
-                  "On every call the new tokens were rotated as positions 0..T_new-1; they sit at T_past .. T_past+T_new-1, "
-                  "so after the first call queries and keys get the wrong angles.",
-                  "Take T_past = past_kv[0].shape[2] (0 without a cache) and rotate at torch.arange(T_past, T_past + T_new)."),
+                  "On every call the new tokens were rotated as positions 0..T_new-1; they sit at T_past .. "
+                  "T_past+T_new-1, so after the first call queries and keys get the wrong angles.",
+                  "Take T_past = past_kv[0].shape[2] (0 without a cache) and rotate at torch.arange(T_past, T_past + "
+                  "T_new)."),
         Diagnosis("kv_mask_top_left", "Causal mask aligned top-left",
-                  "tril() of the (T_new, T_past + T_new) score rectangle (or SDPA's is_causal) lets new query i see only keys 0..i; "
-                  "with a cache the queries are the *last* T_new positions, so the mask must be aligned bottom-right.",
+                  "tril() of the (T_new, T_past + T_new) score rectangle (or SDPA's is_causal) lets new query i see "
+                  "only keys 0..i; with a cache the queries are the *last* T_new positions, so the mask must be "
+                  "aligned bottom-right.",
                   "Build the mask from absolute positions (key_pos <= query_pos), or tril(diagonal=T_past)."),
         Diagnosis("kv_mask_first_call_only", "Causal mask only on the first call",
                   "With a cache, a chunk of several new tokens still needs the causal mask among themselves; "
@@ -35,7 +37,8 @@ KD = {
         Diagnosis("kv_cache_unrotated_keys", "Cache holds keys before RoPE",
                   "The returned cache must hold keys *after* RoPE (the reference cache and any later call assume it); "
                   "yours stores raw keys, so a cache from elsewhere is rotated twice, or yours is read as if rotated.",
-                  "Rotate the new keys at their positions first, then append them to the cache; never rotate cached keys again."),
+                  "Rotate the new keys at their positions first, then append them to the cache; never rotate cached "
+                  "keys again."),
         Diagnosis("kv_rope_positions_shifted", "New tokens' positions shifted by T_new",
                   "The new tokens sit at T_past .. T_past + T_new - 1; yours are rotated T_new further along, as if "
                   "T_past were read after the new keys were appended (k_all.shape[2] instead of past_kv[0].shape[2]). "

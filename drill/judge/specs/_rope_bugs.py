@@ -83,7 +83,8 @@ def apply_convention(cases: list[Case], attrs: dict, default_convention: str) ->
     else:
         value = info.get("value")
         if not isinstance(value, str) or value not in CONVENTIONS:
-            shown = repr(value) if info.get("type") in ("str", "int", "float", "bool", "NoneType") else f"a {info.get('type')}"
+            plain = info.get("type") in ("str", "int", "float", "bool", "NoneType")
+            shown = repr(value) if plain else f"a {info.get('type')}"
             return RD["rope_convention_invalid"], f"CONVENTION is {shown}; expected \"half\" or \"interleaved\""
         convention, declared = value, value
     for case in cases:
@@ -125,7 +126,8 @@ def rotate(
     return torch.stack([ra, rb], dim=-1).flatten(-2)
 
 
-def rotate_low_precision(x: Tensor, positions: Tensor, base: float, convention: str, *, where: str = "all") -> Tensor | None:
+def rotate_low_precision(x: Tensor, positions: Tensor, base: float, convention: str, *,
+                         where: str = "all") -> Tensor | None:
     """The half-precision-angle mistake, step by step in x's dtype (None for fp32/fp64 input).
 
     where: "all" (positions and inv_freq cast to x.dtype, product in x.dtype),
@@ -215,7 +217,8 @@ ROPE_VARIANTS = [
     ("rope_convention_swapped", "your math pairs features the 'half' way (i, i + d/2) but the file declares "
      "CONVENTION = \"interleaved\": declare CONVENTION = \"half\" (or delete the line)", _swapped("interleaved")),
     ("rope_sign_flipped", "rotation by -angle", lambda x, p, b, c: rotate(x, p, b, c, sign=-1.0)),
-    ("rope_freq_exponent", "theta_i = base ** (-i / d_head)", lambda x, p, b, c: rotate(x, p, b, c, pair_exponent=False)),
+    ("rope_freq_exponent", "theta_i = base ** (-i / d_head)",
+     lambda x, p, b, c: rotate(x, p, b, c, pair_exponent=False)),
     ("rope_positions_ignored", "rotated by arange(T) instead of positions", _positions_ignored),
     ("rope_base_ignored", "base fixed at 10000", _base_ignored),
     ("rope_low_precision_angles", "angles rounded to the input dtype", rotate_low_precision),

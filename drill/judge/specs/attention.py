@@ -89,7 +89,8 @@ def make_cases(seed: int) -> list[Case]:
         )
     )
     tq, tk, dk = d.int(3, 8), d.int(3, 8), d.choice([4, 8])
-    cases.append(_case(f"fp32 3-D inputs (B,T,d), T_q={tq}, T_k={tk}", d.normal(2, tq, dk), d.normal(2, tk, dk), d.normal(2, tk, dk)))
+    cases.append(_case(f"fp32 3-D inputs (B,T,d), T_q={tq}, T_k={tk}", d.normal(2, tq, dk), d.normal(2, tk, dk),
+                       d.normal(2, tk, dk)))
 
     T, dk = d.int(5, 12), d.choice([8, 16])
     causal = causal_mask(T)
@@ -115,8 +116,8 @@ def make_cases(seed: int) -> list[Case]:
 
     T, dk = d.int(6, 10), 16
     cases.append(
-        _case("fp32 large logits (|q.k|/sqrt(d) ~ 1e3)", d.normal(2, 2, T, dk, scale=30.0), d.normal(2, 2, T, dk, scale=30.0),
-              d.normal(2, 2, T, dk), tol="float32_large_logits")
+        _case("fp32 large logits (|q.k|/sqrt(d) ~ 1e3)", d.normal(2, 2, T, dk, scale=30.0),
+              d.normal(2, 2, T, dk, scale=30.0), d.normal(2, 2, T, dk), tol="float32_large_logits")
     )
 
     tq, tk = d.int(2, 6), d.int(2, 10)
@@ -216,7 +217,8 @@ def _variant(fn):
 
 
 def _fit_scale(case: Case, got):
-    """wrong_scale with any factor built from the input sizes (1/sqrt(T_k), 1/d_v, ...): the one nearest the learner's."""
+    """wrong_scale with any factor built from the input sizes (1/sqrt(T_k), 1/d_v, ...): the one nearest
+    the learner's."""
     a = case.args
     return _fitted_scale((a["q"].float(), a["k"].float(), a["v"].float(), a.get("mask"), a["q"].dtype), got)
 

@@ -47,7 +47,7 @@ def _value_case(d: Draw, name: str, shape: tuple[int, int, int, int, int], causa
     tiles = f"BLOCK_Q={blocks[0]}, BLOCK_K={blocks[1]}" if blocks else "your BLOCK_Q/BLOCK_K"
     return call_case(
         d, f"{name}, {tiles}", TARGET, {"q": q, "k": k, "v": v, "causal": causal}, dtype=dtype, out_dtype=q.dtype,
-        module_attrs=dict(zip(tiling.BLOCK_NAMES, blocks)) if blocks else None,
+        module_attrs=dict(zip(tiling.BLOCK_NAMES, blocks, strict=True)) if blocks else None,
         ctx={**({"tol": tol} if tol else {}), **({"blocks": blocks} if blocks else {})},
     )
 
@@ -105,7 +105,8 @@ def make_cases(seed: int) -> list[Case]:
     cases += _pair(_value_case(d, f"fp32 large logits (|q.k|/sqrt(d) ~ 1e3), T_q={tq}, T_k={tk}", (1, 2, tq, tk, 16),
                              False, blocks=(16, 16), scale=30.0, tol="float32_large_logits"))
     tk = _off_tile(d, 40, 70, 16)
-    cases += _pair(_value_case(d, f"fp32 decode step T_q=1, causal, T_k={tk}", (2, 2, 1, tk, 16), True, blocks=(16, 16)))
+    cases += _pair(_value_case(d, f"fp32 decode step T_q=1, causal, T_k={tk}", (2, 2, 1, tk, 16), True,
+                               blocks=(16, 16)))
     tq = _off_tile(d, 50, 90, 16, 32, 64)
     tk = tq + _off_tile(d, 30, 70, 16, 32, 64)
     cases += _pair(_value_case(d, f"fp32 causal T_q={tq} < T_k={tk}", (1, 2, tq, tk, 16), True))
@@ -145,7 +146,7 @@ def _tiling_cases(seed: int) -> list[Case]:
     for i, (name, extra, blocks) in enumerate(TILING):
         extra = {"batch": 1, "heads": 1, "d": 16, "seed": (seed * 31 + i) % 2**31, **extra}
         case = Case(name=name, target=TARGET, kind=tiling.KIND, extra=extra, out_dtype=torch.int64,
-                    module_attrs=dict(zip(tiling.BLOCK_NAMES, blocks)) if blocks else {},
+                    module_attrs=dict(zip(tiling.BLOCK_NAMES, blocks, strict=True)) if blocks else {},
                     ctx={"dtype": "float32", "tiling": True, **({"blocks": blocks} if blocks else {})})
         case.judge = _tiling_judge(case)
         cases.append(case)
@@ -203,7 +204,8 @@ def _variant(knobs: dict, causal_only: bool):
             return None
         memo = case.ctx["memo"]
         if (key, case.ctx["blocks"]) not in memo:  # the out and lse cases of one input share the tiles' run
-            memo[(key, case.ctx["blocks"])] = simulate(a["q"], a["k"], a["v"], a["causal"], *case.ctx["blocks"], **knobs)
+            memo[(key, case.ctx["blocks"])] = simulate(a["q"], a["k"], a["v"], a["causal"], *case.ctx["blocks"],
+                                                       **knobs)
         return memo[(key, case.ctx["blocks"])][case.ctx["pick"]]
 
     return run

@@ -50,25 +50,29 @@ GD = {
     d.id: d
     for d in [
         Diagnosis("gqa_tiled_kv", "K/V heads tiled instead of grouped",
-                  "Query head h must read KV head h // group (consecutive query heads share one); `.repeat` tiles the KV heads, "
-                  "so head h reads h % n_kv_heads instead.",
-                  "Use k.repeat_interleave(group, dim=1), or fold each group into the query rows: q.reshape(B, n_kv, group * T, d)."),
+                  "Query head h must read KV head h // group (consecutive query heads share one); `.repeat` tiles the "
+                  "KV heads, so head h reads h % n_kv_heads instead.",
+                  "Use k.repeat_interleave(group, dim=1), or fold each group into the query rows: q.reshape(B, n_kv, "
+                  "group * T, d)."),
         Diagnosis("gqa_not_causal", "No causal mask",
                   "Every token also attends to later tokens; in a decoder token t may only see positions 0..t.",
                   "Mask scores where key position > query position with -inf before the softmax."),
         Diagnosis("gqa_diagonal_masked", "Causal mask hides the diagonal",
-                  "Your mask blocks key position == query position too, so no token sees itself and token 0 sees nothing at all "
-                  "(a NaN or uniform row).",
-                  "Block only key_pos > query_pos: torch.tril(ones(T, T)) is the *allowed* set, triu(..., diagonal=1) the blocked one."),
+                  "Your mask blocks key position == query position too, so no token sees itself and token 0 sees "
+                  "nothing at all (a NaN or uniform row).",
+                  "Block only key_pos > query_pos: torch.tril(ones(T, T)) is the *allowed* set, triu(..., diagonal=1) "
+                  "the blocked one."),
     ]
 }
 
 # The attention-level mistakes that make sense for causal self-attention (no user mask to invert or fully block).
-APPLICABLE = ("missing_scale", "scale_after_softmax", "wrong_scale", "softmax_wrong_axis", "mask_fill_zero", "mask_after_softmax", "no_max_subtraction",
+APPLICABLE = ("missing_scale", "scale_after_softmax", "wrong_scale", "softmax_wrong_axis", "mask_fill_zero",
+              "mask_after_softmax", "no_max_subtraction",
               "softmax_discarded")  # the last: a mistake of real code (issue 18)
 
 
-def _case(d: Draw, name: str, B: int, T: int, h: int, h_kv: int, dh: int, *, dtype="float32", grads=False, scale=1.0) -> Case:
+def _case(d: Draw, name: str, B: int, T: int, h: int, h_kv: int, dh: int, *, dtype="float32", grads=False,
+          scale=1.0) -> Case:
     d_model = h * dh
     params = {
         "q_proj.weight": d.weight(h * dh, d_model, dtype=dtype),
@@ -121,7 +125,8 @@ def reference(case: Case):
     )
 
 
-def gqa_variant(case: Case, *, tiled=False, mask="causal", core=None, scale=None, strided_split=False, strided_merge=False):
+def gqa_variant(case: Case, *, tiled=False, mask="causal", core=None, scale=None, strided_split=False,
+                strided_merge=False):
     """GQA recomputed (fp32) with one mistake; returns (output, unknown) like the attention variants.
 
     mask: "causal", "none" or "strict" (diagonal blocked too: row 0 has no key,
@@ -134,7 +139,8 @@ def gqa_variant(case: Case, *, tiled=False, mask="causal", core=None, scale=None
     B, T, _ = x.shape
     g = h // h_kv
     ss = strided_split
-    q, k, v = split_heads(F.linear(x, wq), h, ss), split_heads(F.linear(x, wk), h_kv, ss), split_heads(F.linear(x, wv), h_kv, ss)
+    q = split_heads(F.linear(x, wq), h, ss)
+    k, v = split_heads(F.linear(x, wk), h_kv, ss), split_heads(F.linear(x, wv), h_kv, ss)
     if tiled:
         if g == 1 or h_kv == 1:
             return None
@@ -164,7 +170,8 @@ def gqa_variant(case: Case, *, tiled=False, mask="causal", core=None, scale=None
 
 
 def _fit_scale(case: Case, got):
-    """wrong_scale with any factor built from the sizes (d_model, heads, d_head, T, B): the one nearest the learner's."""
+    """wrong_scale with any factor built from the sizes (d_model, heads, d_head, T, B): the one nearest
+    the learner's."""
     B, T, dm = case.args["x"].shape
     h, h_kv = case.ctx["n_heads"], case.ctx["n_kv_heads"]
     scales = [1.0 / math.sqrt(dm // h)] + [c for c in shape_scales(B, T, dm, h, h_kv, dm // h) if c != 1.0]
@@ -186,7 +193,8 @@ _SIZES = {
     "B": lambda c: c.args["x"].shape[0],
 }
 # d_head's 1/d and sqrt slips come from the shared ATTENTION_VARIANTS (d_k is d_head per head).
-NAMED_SCALES = named_scales(_SIZES, lambda c, s: gqa_variant(c, scale=s), skip={"1/sqrt(d_head)", "1/d_head", "sqrt(d_head)"})
+NAMED_SCALES = named_scales(_SIZES, lambda c, s: gqa_variant(c, scale=s),
+                            skip={"1/sqrt(d_head)", "1/d_head", "sqrt(d_head)"})
 
 BUGS = [
     Bug(GD["gqa_tiled_kv"], lambda c: gqa_variant(c, tiled=True), "head h reads kv head h % n_kv_heads"),

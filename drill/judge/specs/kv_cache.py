@@ -19,8 +19,9 @@ cache keyed on the length (module-wide or per instance) shows without a
 repeat-call probe; `annotate_stale` records what such caches would return.
 Configs cover MHA (n_kv = n_heads), MQA (n_kv = 1) and real GQA, bases
 10000 and 500000, fp32, bf16 and fp16 (the bf16 and fp16 chains check the dtype
-of the outputs and of the returned cache; fp16 catches a mask fill that overflows). One chained fp32 case also compares the
-gradients of x and of the four weights (they flow through the cache).
+of the outputs and of the returned cache; fp16 catches a mask fill that overflows).
+One chained fp32 case also compares the gradients of x and of the four weights
+(they flow through the cache).
 
 The work audit (decode-step FLOPs against the cache length, rows fed to the
 projections) runs after the cases; see drill/judge/audit.py.
@@ -190,7 +191,8 @@ SPEC = Spec(
             "\"interleaved\": declare CONVENTION = \"half\" (or delete the line)"),
     )
     + tuple(
-        Bug(GENERIC["state_between_calls"], stale_rope(label), f"{label}: a later call of the same length reuses an earlier call's angles")
+        Bug(GENERIC["state_between_calls"], stale_rope(label),
+            f"{label}: a later call of the same length reuses an earlier call's angles")
         for label, _, _ in STALE_KEYS
     ),
     exception_bugs=(("without overflow", AD["fp16_fill_overflow"]),),

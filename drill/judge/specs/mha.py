@@ -44,10 +44,12 @@ MHA_D = {
     d.id: d
     for d in [
         Diagnosis("split_heads_no_transpose", "Heads split without a transpose",
-                  "Viewing (B, T, d_model) straight as (B, H, T, d_head) scrambles tokens and features; head h must get feature slice [h*d_head, (h+1)*d_head) of every token.",
+                  "Viewing (B, T, d_model) straight as (B, H, T, d_head) scrambles tokens and features; head h must "
+                  "get feature slice [h*d_head, (h+1)*d_head) of every token.",
                   "Use x.view(B, T, H, d_head).transpose(1, 2)."),
         Diagnosis("merge_heads_no_transpose", "Heads merged without a transpose",
-                  "Reshaping (B, H, T, d_head) straight to (B, T, d_model) mixes tokens; the head axis must move next to d_head first.",
+                  "Reshaping (B, H, T, d_head) straight to (B, T, d_model) mixes tokens; the head axis must move next "
+                  "to d_head first.",
                   "Use out.transpose(1, 2).reshape(B, T, d_model) (or .contiguous().view)."),
         Diagnosis("missing_output_projection", "Output projection missing",
                   "The merged heads must go through o_proj; without it the heads are never mixed.",
@@ -153,7 +155,8 @@ def _repeat_case(d: Draw) -> Case:
     """The same module instance called first on other inputs and another padding mask of the same shapes."""
     H, T = 2, d.int(5, 9)
     first = {"x": d.normal(2, T, 16), "mask": _padding(d, 2, T)}
-    case = _case(d, f"repeat call: one module called twice, x (2,{T},16), padding masks", 2, T, 16, H, _padding(d, 2, T))
+    case = _case(d, f"repeat call: one module called twice, x (2,{T},16), padding masks", 2, T, 16, H,
+                 _padding(d, 2, T))
     return repeat_probe(case, first)
 
 
@@ -223,7 +226,8 @@ def _core_bug(fn):
 
 
 def _fit_scale(case: Case, got):
-    """wrong_scale with any factor built from the sizes (d_model, n_heads, d_head, T, B): the one nearest the learner's."""
+    """wrong_scale with any factor built from the sizes (d_model, n_heads, d_head, T, B): the one nearest
+    the learner's."""
     B, T, dm = case.args["x"].shape
     H = case.ctx["n_heads"]
     scales = [1.0 / math.sqrt(dm // H)] + [c for c in shape_scales(B, T, dm, H, dm // H) if c != 1.0]
@@ -238,10 +242,12 @@ _SIZES = {
     "B": lambda c: c.args["x"].shape[0],
 }
 # d_head's 1/d and sqrt slips come from the shared ATTENTION_VARIANTS (d_k is d_head per head).
-NAMED_SCALES = named_scales(_SIZES, lambda c, s: mha_variant(c, scale=s), skip={"1/sqrt(d_head)", "1/d_head", "sqrt(d_head)"})
+NAMED_SCALES = named_scales(_SIZES, lambda c, s: mha_variant(c, scale=s),
+                            skip={"1/sqrt(d_head)", "1/d_head", "sqrt(d_head)"})
 
 BUGS = [*variant_bugs(D, ATTENTION_VARIANTS, _core_bug)] + [
-    Bug(MHA_D["split_heads_no_transpose"], lambda c: mha_variant(c, split_ok=False, merge_ok=False), "view without transpose, both ways"),
+    Bug(MHA_D["split_heads_no_transpose"], lambda c: mha_variant(c, split_ok=False, merge_ok=False),
+        "view without transpose, both ways"),
     Bug(MHA_D["split_heads_no_transpose"], lambda c: mha_variant(c, split_ok=False), "view without transpose"),
     Bug(MHA_D["merge_heads_no_transpose"], lambda c: mha_variant(c, merge_ok=False), "reshape without transpose"),
     Bug(D["heads_strided_split"], lambda c: mha_variant(c, strided_split=True, strided_merge=True),
@@ -249,7 +255,8 @@ BUGS = [*variant_bugs(D, ATTENTION_VARIANTS, _core_bug)] + [
     Bug(D["heads_strided_split"], lambda c: mha_variant(c, strided_split=True), "view(B, T, d_head, n_heads) to split"),
     Bug(MHA_D["missing_output_projection"], lambda c: mha_variant(c, out_proj=False), "no o_proj"),
     Bug(MHA_D["mask_heads_collapsed"], lambda c: mha_variant(c, head0_mask=True), "head 0's mask for every head"),
-    Bug(MHA_D["mask_1d_on_queries"], lambda c: mha_variant(c, mask_1d_on_queries=True), "(T,) mask unsqueezed to (T, 1)"),
+    Bug(MHA_D["mask_1d_on_queries"], lambda c: mha_variant(c, mask_1d_on_queries=True),
+        "(T,) mask unsqueezed to (T, 1)"),
     *NAMED_SCALES,
     Bug(D["wrong_scale"], _fit_scale, "another factor made of the sizes", fit=True),
 ]

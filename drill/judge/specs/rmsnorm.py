@@ -63,7 +63,8 @@ RD = diagnoses(
 )
 
 
-def _case(d: Draw, name: str, shape: tuple[int, ...], *, eps=None, dtype="float32", scale=1.0, shift=0.0, grads=False) -> Case:
+def _case(d: Draw, name: str, shape: tuple[int, ...], *, eps=None, dtype="float32", scale=1.0, shift=0.0,
+          grads=False) -> Case:
     dim = shape[-1]
     x = d.normal(*shape, dtype=dtype, scale=scale, shift=shift)
     w = (d.normal(dim, scale=0.5, shift=1.0)).to(DTYPES[dtype])

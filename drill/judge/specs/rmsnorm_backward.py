@@ -96,7 +96,8 @@ def _pair(case: Case) -> list[Case]:
     """`case` grading grad_x and its twin grading grad_weight, on the very same inputs."""
     return [dataclasses.replace(
         case, name=f"{case.name}: {what}", out_dtype=case.args["x" if pick == 0 else "weight"].dtype,
-        ctx={**case.ctx, "what": what, "pick": pick}, extra={**case.extra, "tuple": {"names": list(OUTPUTS), "pick": pick}},
+        ctx={**case.ctx, "what": what, "pick": pick},
+        extra={**case.extra, "tuple": {"names": list(OUTPUTS), "pick": pick}},
     ) for pick, what in enumerate(OUTPUTS)]
 
 

@@ -125,12 +125,14 @@ def make_cases(seed: int) -> list[Case]:
     dims = [8, 16, 32, 64]
     cases = []
     dh, t = d.choice([16, 32]), d.int(4, 9)
-    cases.append(_case(d, f"fp32 positions 0..T-1, d_head={dh}", d.normal(2, 3, t, dh), torch.arange(t), 10000.0, grads=True))
+    cases.append(_case(d, f"fp32 positions 0..T-1, d_head={dh}", d.normal(2, 3, t, dh), torch.arange(t), 10000.0,
+                       grads=True))
     dh, t, start = d.choice(dims), d.int(3, 8), d.int(50, 500)
     cases.append(_case(d, f"fp32 positions offset by {start} (a later chunk), d_head={dh}", d.normal(1, 4, t, dh),
                        torch.arange(start, start + t), 10000.0, grads=True))
     dh, t = d.choice(dims), d.int(5, 10)
-    cases.append(_case(d, f"fp32 positions with gaps up to 2000, d_head={dh}", d.normal(2, 2, t, dh), _gaps(d, t, 2000), 10000.0))
+    cases.append(_case(d, f"fp32 positions with gaps up to 2000, d_head={dh}", d.normal(2, 2, t, dh), _gaps(d, t, 2000),
+                       10000.0))
     dh, t, start = d.choice([32, 64]), d.int(3, 6), d.int(9000, 12000)
     cases.append(_case(d, f"fp32 large positions from {start}, d_head={dh}", d.normal(1, 2, t, dh),
                        torch.arange(start, start + t), 10000.0))
@@ -138,13 +140,14 @@ def make_cases(seed: int) -> list[Case]:
     cases.append(_case(d, f"fp32 base 500000 (Llama 3), positions from {start}, d_head={dh}", d.normal(2, 2, t, dh),
                        torch.arange(start, start + t), 500000.0))
     dh, t = d.choice([8, 16]), d.int(2, 5)
-    cases.append(_case(d, f"fp32 small d_head={dh}, single-digit gaps", d.normal(3, 1, t, dh), _gaps(d, t, 12), 10000.0))
+    cases.append(_case(d, f"fp32 small d_head={dh}, single-digit gaps", d.normal(3, 1, t, dh), _gaps(d, t, 12),
+                       10000.0))
     dh, t, start = d.choice([32, 64]), d.int(3, 6), d.int(8000, 12000)
     cases.append(_case(d, f"bf16 large positions from {start}, d_head={dh}", d.normal(1, 2, t, dh, dtype="bfloat16"),
                        torch.arange(start, start + t), 10000.0))
     dh, t, start = d.choice([16, 32]), d.int(3, 6), d.int(3000, 6000)
-    cases.append(_case(d, f"fp16 positions from {start}, base 500000, d_head={dh}", d.normal(2, 2, t, dh, dtype="float16"),
-                       torch.arange(start, start + t), 500000.0))
+    cases.append(_case(d, f"fp16 positions from {start}, base 500000, d_head={dh}",
+                       d.normal(2, 2, t, dh, dtype="float16"), torch.arange(start, start + t), 500000.0))
     cases.append(_norm_case(d, d.choice([16, 32])))
     cases.append(_relative_case(d, d.choice([8, 16])))
     cases.append(_repeat_case(d))
@@ -162,26 +165,27 @@ STALE_KEYS = (
 )
 
 
+def _stale_lookup(table: dict, fields: tuple[str, ...], last_only: bool, call: dict) -> torch.Tensor:
+    """The positions a cache keyed on `fields` (in `table`) returns for one apply_rope call."""
+    x = call["x"]
+    values = {"t": x.shape[-2], "dh": x.shape[-1], "base": float(call["base"])}
+    key = tuple(values[f] for f in fields)
+    if key not in table:
+        if last_only:
+            table.clear()
+        table[key] = call["positions"]
+    return table[key]
+
+
 def _annotate_stale(cases: list[Case]) -> None:
     """ctx["stale"][label]: the positions whose angles such a cache returns for the graded call."""
     for label, fields, last_only in STALE_KEYS:
         table: dict = {}
-
-        def lookup(x: torch.Tensor, positions: torch.Tensor, base: float) -> torch.Tensor:
-            values = {"t": x.shape[-2], "dh": x.shape[-1], "base": float(base)}
-            key = tuple(values[f] for f in fields)
-            if key not in table:
-                if last_only:
-                    table.clear()
-                table[key] = positions
-            return table[key]
-
         for case in cases:
             if case.repeat:
-                lookup(case.repeat["x"], case.repeat["positions"], case.repeat["base"])
-            a = case.args
-            got = lookup(a["x"], a["positions"], a["base"])
-            case.ctx.setdefault("stale", {})[label] = None if torch.equal(got, a["positions"]) else got
+                _stale_lookup(table, fields, last_only, case.repeat)
+            got = _stale_lookup(table, fields, last_only, case.args)
+            case.ctx.setdefault("stale", {})[label] = None if torch.equal(got, case.args["positions"]) else got
 
 
 def _repeat_case(d: Draw) -> Case:

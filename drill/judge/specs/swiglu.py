@@ -22,7 +22,8 @@ SD = {
     d.id: d
     for d in [
         Diagnosis("swiglu_gate_up_swapped", "Gate and up projections swapped",
-                  "silu must be applied to w_gate(x), and the result multiplied by w_up(x); with random weights the two are not interchangeable.",
+                  "silu must be applied to w_gate(x), and the result multiplied by w_up(x); with random weights the "
+                  "two are not interchangeable.",
                   "Return self.w_down(F.silu(self.w_gate(x)) * self.w_up(x))."),
         Diagnosis("swiglu_wrong_activation", "Wrong activation in the gate",
                   "SwiGLU gates with SiLU (x * sigmoid(x)); ReLU, GELU or a bare sigmoid give a different function.",
@@ -51,8 +52,8 @@ def make_cases(seed: int) -> list[Case]:
     cases = [
         Case(name=f"ffn_hidden_dim(d_model) for {len(sizes)} sizes", target="ffn_hidden_dim", kind=KIND_MAP,
              rows=[(s,) for s in sizes], out_dtype=torch.int64, ctx={"dtype": "int64", "tol": "int64"}),
-        Case(name=f"ffn_hidden_dim(d_model, multiple_of) for {len(pairs)} pairs", target="ffn_hidden_dim", kind=KIND_MAP,
-             rows=list(pairs), out_dtype=torch.int64, ctx={"dtype": "int64", "tol": "int64"}),
+        Case(name=f"ffn_hidden_dim(d_model, multiple_of) for {len(pairs)} pairs", target="ffn_hidden_dim",
+             kind=KIND_MAP, rows=list(pairs), out_dtype=torch.int64, ctx={"dtype": "int64", "tol": "int64"}),
     ]
     for name, shape, dtype, grads in [
         ("fp32 (B,T,d)", (2, d.int(3, 6), d.choice([16, 24])), "float32", True),
@@ -144,9 +145,12 @@ BUGS = (
     Bug(SD["ffn_hidden_rounding"], _rounding(lambda d, m: int(8 * d / 3)), "not rounded"),
     Bug(SD["ffn_hidden_rounding"], _rounding(lambda d, m: int(round(int(8 * d / 3) / m)) * m), "rounded to nearest"),
     Bug(SD["ffn_hidden_rounding"], _rounding(lambda d, m: _up(int(8 * d / 3), MULTIPLE_OF)), "ignores multiple_of"),
-    Bug(SD["ffn_hidden_rounding"], _rounding(lambda d, m: _up(int(8 * d / 3), m) + (m if int(8 * d / 3) % m == 0 else 0)), "always adds a multiple"),
+    Bug(SD["ffn_hidden_rounding"],
+        _rounding(lambda d, m: _up(int(8 * d / 3), m) + (m if int(8 * d / 3) % m == 0 else 0)),
+        "always adds a multiple"),
     Bug(SD["ffn_hidden_rounding"], _rounding(lambda d, m: _up(4 * d, m)), "4 * d_model"),
-    Bug(SD["ffn_hidden_rounding"], _rounding(lambda d, m: _up(-(-8 * d // 3), m)), "ceil(8 * d_model / 3) before rounding up"),
+    Bug(SD["ffn_hidden_rounding"], _rounding(lambda d, m: _up(-(-8 * d // 3), m)),
+        "ceil(8 * d_model / 3) before rounding up"),
 )
 
 SPEC = Spec(

@@ -90,7 +90,8 @@ def _eps(case: Case) -> float:
 
 
 def _case(d: Draw, name: str, shape: tuple[int, ...], *, dtype: str = "float32", eps: float | None = None,
-          scale: float = 1.0, shift: float = 0.0, views: list | None = None, base: tuple[int, ...] | None = None) -> Case:
+          scale: float = 1.0, shift: float = 0.0, views: list | None = None,
+          base: tuple[int, ...] | None = None) -> Case:
     """One call rms_norm(x, weight[, eps]); `base`/`views`: x is a non-contiguous view of a `base` tensor."""
     width = shape[-1]
     x = d.normal(*(base or shape), dtype=dtype, scale=scale, shift=shift)
@@ -255,7 +256,8 @@ SPEC = Spec(
     reference=reference,
     tolerances=TOLERANCES,
     bugs=BUGS,
-    exception_bugs=(("view size is not compatible with input tensor's size and stride", TD["triton_assumes_contiguous"]),),
+    exception_bugs=(("view size is not compatible with input tensor's size and stride",
+                     TD["triton_assumes_contiguous"]),),
     forbidden=FORBIDDEN_NORM,
     forbidden_classes=FORBIDDEN_NORM_CLASSES,
     audit={"name": "kernel_bandwidth", "target": TARGET, "rows": 16384, "width": 4096, "dtype": "bfloat16",

@@ -61,10 +61,12 @@ def build(fields: Fields, common: dict[str, Any]) -> Question:
             sub.out.add(sub.line("correct"), f"{sub.what}: 'correct' must be true or false, not {correct!r}")
         options.append(Option(sub.text("text"), correct is True, sub.text("feedback", required=False)))
     if raw and options and not any(o.correct for o in options):
-        fields.out.add(fields.line("options"), f"{fields.what}: no option is marked 'correct: true'; mark the right one(s)")
+        fields.out.add(fields.line("options"),
+                       f"{fields.what}: no option is marked 'correct: true'; mark the right one(s)")
     texts = [o.text for o in options if o.text]
     for text in {t for t in texts if texts.count(t) > 1}:
-        fields.out.add(fields.line("options"), f"{fields.what}: option text {text!r} appears twice; make options distinct")
+        fields.out.add(fields.line("options"),
+                       f"{fields.what}: option text {text!r} appears twice; make options distinct")
     return ChoiceQuestion(options=tuple(options), **common)
 
 
@@ -132,7 +134,8 @@ def bank_audit(questions: Sequence[ChoiceQuestion], add: Callable[[Any, int, str
 
 
 def card(question: ChoiceQuestion) -> tuple[str, str]:
-    front = reflow(question.prompt) + "\n\n" + "\n".join(f"{letter(i)}) {o.text}" for i, o in enumerate(question.options))
+    front = reflow(question.prompt) + "\n\n" + "\n".join(f"{letter(i)}) {o.text}"
+                                                         for i, o in enumerate(question.options))
     right = [f"{letter(i)}) {o.text}" + (f" — {o.feedback}" if o.feedback else "")
              for i, o in enumerate(question.options) if o.correct]
     return front, "\n".join(right) + f"\n\n{reflow(question.explanation)}"

@@ -56,9 +56,12 @@ def unit_and_tolerance(fields: Fields) -> tuple[str, Tolerance]:
         if value is None or value == "":
             unit = ""
         elif not isinstance(value, str):
-            fields.out.add(fields.line("unit"), f"{fields.what}: 'unit' must be text like \"bytes\" or \"\", not {type_name(value)}")
+            fields.out.add(fields.line("unit"),
+                           f"{fields.what}: 'unit' must be text like \"bytes\" or \"\", not {type_name(value)}")
         elif value not in KNOWN_UNITS:
-            fields.out.add(fields.line("unit"), f"{fields.what}: unknown unit {value!r}{suggest(value, KNOWN_UNITS)}; use one of {SCHEMA_UNITS}")
+            fields.out.add(fields.line("unit"),
+                           f"{fields.what}: unknown unit {value!r}{suggest(value, KNOWN_UNITS)}; use one of "
+                           f"{SCHEMA_UNITS}")
         else:
             unit = value
     tolerance = Tolerance()
@@ -74,7 +77,8 @@ def unit_and_tolerance(fields: Fields) -> tuple[str, Tolerance]:
             if value is not None and value < 0:
                 fields.out.add(sub.line(name), f"{fields.what}: tolerance {name} must not be negative")
         if rel is not None and rel >= 1:
-            fields.out.add(sub.line("rel"), f"{fields.what}: tolerance rel {rel} is a fraction (0.01 = 1%); it must be < 1")
+            fields.out.add(sub.line("rel"),
+                           f"{fields.what}: tolerance rel {rel} is a fraction (0.01 = 1%); it must be < 1")
         tolerance = Tolerance(rel=float(rel or 0.0), abs=float(absolute or 0.0))
     return unit, tolerance
 
@@ -126,7 +130,8 @@ def ask_number(session: Asker, question: Question, expected: float, unit: str, t
     if typed.typed_unit or typed.computed:  # "you said 171.8 GB (= 160 GiB)": what was typed, and what it came to
         said = f"{typed.text} (= {said})"
     if right:
-        session.verdict(True, f"correct: {shown}" + (f" ({typed.text} = {format_with_unit(value, unit)})" if typed.computed else ""))
+        session.verdict(True, f"correct: {shown}"
+                        + (f" ({typed.text} = {format_with_unit(value, unit)})" if typed.computed else ""))
     else:
         session.verdict(False, f"you said {said}; the answer is {shown} ({tolerance.describe()})")
         for wrong_value, feedback in wrong:

@@ -117,7 +117,8 @@ def _param(name: Any, spec: Any, fields: Fields, line: int) -> ParamSpec | None:
                                  "raise 'step' or narrow it")
             return None
         return spec_out
-    fields.out.add(line, f"{what} needs 'choices: [...]' or 'range: [lo, hi]'{suggest(next(iter(spec), ''), ('choices', 'range'))}")
+    hint = suggest(next(iter(spec), ""), ("choices", "range"))
+    fields.out.add(line, f"{what} needs 'choices: [...]' or 'range: [lo, hi]'{hint}")
     return None
 
 
@@ -141,7 +142,8 @@ def build(fields: Fields, common: dict[str, Any]) -> Question:
             if not isinstance(name, str) or not _NAME_RE.match(name):
                 fields.out.add(line, f"{fields.what}: derived name {name!r} must be letters, digits and '_'")
             elif not isinstance(value, (str, int, float)) or isinstance(value, bool):
-                fields.out.add(line, f"{fields.what}: derived '{name}' must be a formula in quotes, not {type_name(value)}")
+                fields.out.add(line, f"{fields.what}: derived '{name}' must be a formula in quotes, not "
+                                     f"{type_name(value)}")
             elif name in {p.name for p in params}:
                 fields.out.add(line, f"{fields.what}: derived '{name}' has the name of a parameter; rename it")
             else:
@@ -203,7 +205,8 @@ def _usable(question: ParametricQuestion, add: Add | None) -> tuple[bool, set[in
         missing = formula.names - names
         if missing:
             if add:
-                add(line, f"{label} {text!r} uses unknown name(s) {', '.join(sorted(missing))}; known: {', '.join(sorted(names))}")
+                add(line, f"{label} {text!r} uses unknown name(s) {', '.join(sorted(missing))}; known: "
+                          f"{', '.join(sorted(names))}")
             return False
         return True
 
@@ -221,9 +224,12 @@ def _usable(question: ParametricQuestion, add: Add | None) -> tuple[bool, set[in
         for match in parametric.PLACEHOLDER.finditer(question.prompt):
             name = match.group(1)
             if not parametric.NAME.match(name):
-                add(question.line_of("prompt"), f"placeholder {match.group(0)!r} is not allowed; use {{name}} with a parameter or derived name only")
+                add(question.line_of("prompt"),
+                    f"placeholder {match.group(0)!r} is not allowed; use {{name}} with a parameter or derived "
+                    "name only")
             elif name not in known:
-                add(question.line_of("prompt"), f"placeholder {{{name}}} is not a parameter or derived value; known: {', '.join(sorted(known))}")
+                add(question.line_of("prompt"),
+                    f"placeholder {{{name}}} is not a parameter or derived value; known: {', '.join(sorted(known))}")
     return bool(ok), usable_wrong
 
 
@@ -259,18 +265,24 @@ def check(question: ParametricQuestion, add: Add) -> None:
             if question.tolerance.accepts(value, right):
                 coincide[i] += 1
     if valid == 0:
-        add(question.line_of("constraints"), f"the constraints are never satisfied (0 of {tries} seeded draws); relax them or change the parameter ranges")
+        add(question.line_of("constraints"),
+            f"the constraints are never satisfied (0 of {tries} seeded draws); relax them or change the parameter "
+            "ranges")
         return
     for i, wrong in enumerate(question.wrong_formulas):
         if i not in failed_wrong and coincide[i] == valid:
-            add(wrong.line or question.line, f"wrong formula {wrong.formula!r} gives the right answer on every draw ({valid} tried); it can never be told apart — fix or remove it")
+            add(wrong.line or question.line,
+                f"wrong formula {wrong.formula!r} gives the right answer on every draw ({valid} tried); it can never "
+                "be told apart — fix or remove it")
 
 
 def _shown(params: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in params.items())
 
 
-def _evaluate(question: ParametricQuestion, params: dict[str, Any], add: Add | None) -> tuple[dict[str, Any] | None, float] | None:
+def _evaluate(
+    question: ParametricQuestion, params: dict[str, Any], add: Add | None
+) -> tuple[dict[str, Any] | None, float] | None:
     """(env, right answer) for a draw, (None, nan) when a constraint rejects it, None after
     reporting a failure (the caller stops: one message per question is enough)."""
     try:
@@ -278,7 +290,8 @@ def _evaluate(question: ParametricQuestion, params: dict[str, Any], add: Add | N
     except FormulaError as exc:
         if add:
             add(question.line_of("derived") if question.derived else question.line_of("constraints"),
-                f"derived values or constraints fail for {_shown(params)}: {exc}; add a constraint or narrow the parameter ranges")
+                f"derived values or constraints fail for {_shown(params)}: {exc}; add a constraint or narrow the "
+                "parameter ranges")
         return None
     if env is None:
         return None, math.nan
@@ -286,7 +299,8 @@ def _evaluate(question: ParametricQuestion, params: dict[str, Any], add: Add | N
         return env, parametric.answer(question, env)
     except FormulaError as exc:
         if add:
-            add(question.line_of("formula"), f"formula fails for {_shown(params)}: {exc}; add a constraint or narrow the parameter ranges")
+            add(question.line_of("formula"),
+                f"formula fails for {_shown(params)}: {exc}; add a constraint or narrow the parameter ranges")
         return None
 
 
@@ -296,7 +310,8 @@ def audit_draws(question: ParametricQuestion) -> tuple[list[dict[str, Any]], boo
     size = math.prod(p.values_count() for p in question.params)
     if size <= AUDIT_DRAWS:
         names = [p.name for p in question.params]
-        return [dict(zip(names, combo)) for combo in itertools.product(*(p.values() for p in question.params))], True
+        return [dict(zip(names, combo, strict=True))
+                for combo in itertools.product(*(p.values() for p in question.params))], True
     rng = random.Random(SAMPLE_SEED)
     return [parametric.draw_params(question, rng) for _ in range(AUDIT_DRAWS)], False
 

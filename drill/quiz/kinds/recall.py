@@ -77,7 +77,7 @@ def ask(session: Asker, question: RecallQuestion) -> Asked:
     ticks = [point.matches(answer) for point in question.key_points]
     session.say("Key points", "bold")
     session.items([("✓" if ticked else "·", point.text, "green" if ticked else None)
-                   for point, ticked in zip(question.key_points, ticks)])
+                   for point, ticked in zip(question.key_points, ticks, strict=True)])
     session.show_common_wrong(question)
     session.say(reflow(question.explanation), "dim")
     default = suggest_rating(answer, question)
@@ -146,7 +146,8 @@ def _compiles(pattern: str) -> bool:
 
 def card(question: RecallQuestion) -> tuple[str, str]:
     points = "\n".join(f"- {p.text}" for p in question.key_points)
-    return reflow(question.prompt), f"{reflow(question.answer)}\n\nKey points:\n{points}\n\n{reflow(question.explanation)}"
+    back = f"{reflow(question.answer)}\n\nKey points:\n{points}\n\n{reflow(question.explanation)}"
+    return reflow(question.prompt), back
 
 
 KIND = Kind(

@@ -74,7 +74,8 @@ class SpotBugQuestion(Question):
 def _line_number(value: Any, fields: Fields, key: str, what: str, count: int) -> int | None:
     line = fields.line(key)
     if not isinstance(value, int) or isinstance(value, bool):
-        fields.out.add(line, f"{fields.what}: {what} must be a line number of 'code' (1-{count}), not {type_name(value)}")
+        fields.out.add(line, f"{fields.what}: {what} must be a line number of 'code' (1-{count}), not "
+                             f"{type_name(value)}")
         return None
     if not 1 <= value <= count:
         fields.out.add(line, f"{fields.what}: {what} {value} is not a line of 'code', which has {count} lines")
@@ -88,24 +89,31 @@ def build(fields: Fields, common: dict[str, Any]) -> Question:
     lines = code.split("\n") if code else []
     if code:
         if not MIN_LINES <= len(lines) <= MAX_LINES:
-            fields.out.add(fields.line("code"), f"{fields.what}: 'code' has {len(lines)} lines; a snippet needs {MIN_LINES} to {MAX_LINES}")
+            fields.out.add(fields.line("code"),
+                           f"{fields.what}: 'code' has {len(lines)} lines; a snippet needs {MIN_LINES} to {MAX_LINES}")
         long = [i + 1 for i, text in enumerate(lines) if len(text) > MAX_LINE_CHARS]
         if long:
-            fields.out.add(fields.line("code"), f"{fields.what}: line {long[0]} of 'code' is longer than {MAX_LINE_CHARS} characters; wrap it")
+            fields.out.add(fields.line("code"),
+                           f"{fields.what}: line {long[0]} of 'code' is longer than {MAX_LINE_CHARS} characters; wrap "
+                           "it")
         if any("\t" in text for text in lines):
             fields.out.add(fields.line("code"), f"{fields.what}: 'code' has a tab; indent with spaces")
     count = max(len(lines), 1)
-    bug_line = _line_number(fields.data.get("bug_line"), fields, "bug_line", "'bug_line'", count) if "bug_line" in fields.data else None
+    bug_line = None
+    if "bug_line" in fields.data:
+        bug_line = _line_number(fields.data.get("bug_line"), fields, "bug_line", "'bug_line'", count)
     if bug_line is not None and lines and not lines[bug_line - 1].strip():
         fields.out.add(fields.line("bug_line"), f"{fields.what}: bug_line {bug_line} is a blank line of 'code'")
     fix = fields.text("fix")
     if bug_line is not None and fix and lines and " ".join(fix.split()) == " ".join(lines[bug_line - 1].split()):
-        fields.out.add(fields.line("fix"), f"{fields.what}: 'fix' is the same as line {bug_line}; write the corrected line")
+        fields.out.add(fields.line("fix"),
+                       f"{fields.what}: 'fix' is the same as line {bug_line}; write the corrected line")
     if bug_line is not None and fix and lines:
         long = [line for line in SpotBugQuestion(code=code, bug_line=bug_line, fix=fix, **common).fixed_lines()
                 if len(line) > MAX_LINE_CHARS]
         if long:
-            fields.out.add(fields.line("fix"), f"{fields.what}: 'fix' makes a line longer than {MAX_LINE_CHARS} characters; wrap it")
+            fields.out.add(fields.line("fix"),
+                           f"{fields.what}: 'fix' makes a line longer than {MAX_LINE_CHARS} characters; wrap it")
     decoys = []
     for item in fields.items("decoys"):
         sub = fields.sub(item, "decoy", fields.line("decoys"))
@@ -160,7 +168,8 @@ def ask(session: Asker, question: SpotBugQuestion) -> Asked:
         except ValueError as exc:
             session.say(str(exc), "yellow")
     right = picked == question.bug_line
-    session.verdict(right, f"correct: line {picked}" if right else f"the bug is on line {question.bug_line} (you said {picked})")
+    session.verdict(right, f"correct: line {picked}" if right
+                    else f"the bug is on line {question.bug_line} (you said {picked})")
     decoy = next((d for d in question.decoys if d.line == picked), None)
     if not right and decoy is not None:
         session.items([(f"line {picked}:", decoy.why, "yellow")])
