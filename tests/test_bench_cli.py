@@ -208,3 +208,15 @@ def test_a_short_timeout_stops_the_ladder_cleanly_before_a_size_that_would_not_f
     assert re.fullmatch(rf"stopped before T={nxt}: predicted ~[\d.]+ s, (more than|too close to) "
                         r"the [\d.]+ s left of --timeout 2 s",
                         doc["stopped"]), doc["stopped"]
+
+
+def test_help_says_what_size_varies_for_every_bench_exercise() -> None:
+    """The size sentence of `drill bench --help` is prose: every exercise with a workload must be in it."""
+    from drill.bench.commands import BENCH_HELP
+    from drill.bench.workloads import WORKLOADS
+
+    sizes = " ".join(BENCH_HELP[BENCH_HELP.index("Sizes:"):BENCH_HELP.index("The ladder")].split())
+    missing = [name for name in WORKLOADS if not re.search(rf"\b{name}\b", sizes)]
+    assert not missing, f"drill bench --help names no size for {missing}: {sizes}"
+    res = bench("--help")
+    assert res.exit_code == 0 and "flash_attention" in res.output

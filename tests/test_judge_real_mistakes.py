@@ -32,8 +32,11 @@ SEED = 5
 @pytest.mark.parametrize("name", list(registry.SPECS))
 @pytest.mark.parametrize("seed", [0, 9])
 def test_every_exercise_has_determinism_probes_on_plain_fp32_cases(name: str, seed: int) -> None:
-    cases = registry.load_spec(name).make_cases(seed)
-    probes = [c for c in cases if c.extra.get("twice")]
+    spec = registry.load_spec(name)
+    probes = [c for c in spec.make_cases(seed) if c.extra.get("twice")]
+    if spec.no_determinism_probes:  # the exception says why, and then has none
+        assert not probes, name
+        return
     assert 2 <= len(probes) <= 3, name
     for case in probes:
         assert case.ctx["dtype"] == "float32" and case.repeat is None and case.derive is None, case.name

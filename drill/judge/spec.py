@@ -192,6 +192,11 @@ class Spec:
     # (argument name, Diagnosis): an optional argument some cases leave out (attention's mask). When every
     # case without it raises and no case with it does, the code does not handle its absence (mask=None).
     absent_arg_bugs: Sequence[tuple[str, Diagnosis]] = ()
+    # Why this exercise has no determinism probes (`_common.twice_probes`), or "" (the rule: every exercise
+    # has them). triton_rmsnorm: a kernel that leaves columns unwritten returns torch.empty's leftovers,
+    # which differ between calls, and a second-call comparison would name that "nondeterministic" instead
+    # of the block-size mistake its variants name.
+    no_determinism_probes: str = ""
 
 
 # The forbidden-op sets of exercises/README.md (the exercise contract), shared by the specs that use them.

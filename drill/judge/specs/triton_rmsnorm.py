@@ -28,7 +28,15 @@ import torch
 
 from drill.judge.registry import default
 from drill.judge.spec import FORBIDDEN_NORM, FORBIDDEN_NORM_CLASSES, Bug, Case, Diagnosis, Spec
-from drill.judge.specs._common import DTYPES, TOLERANCES, Draw, call_case, diagnoses, reference_with_grads
+from drill.judge.specs._common import (
+    DTYPES,
+    TOLERANCES,
+    Draw,
+    call_case,
+    diagnoses,
+    reference_with_grads,
+    repeat_probe,
+)
 from drill.judge.specs._norm import EPS_OUTSIDE, eps_outside_sqrt, half_precision_stats, missing_param, normalise
 
 TARGET = "rms_norm"
@@ -133,9 +141,13 @@ def make_cases(seed: int) -> list[Case]:
     n = rows()
     cases.append(_case(d, f"fp32 non-contiguous: a transposed ({n},96) tensor (column stride {n})", (n, 96),
                        base=(96, n), views=["t"]))
-    # No determinism probes (unlike the other exercises): a kernel that never writes some columns leaves
-    # whatever torch.empty held there, which differs from call to call; that mistake is named by the
-    # variants (triton_block_too_small), and a forward kernel has no dropout to leave on.
+    # Drawn last, so the cases above are unchanged for a seed: a launcher that keeps an output buffer (or a
+    # compiled kernel's arguments) per shape answers the graded call with the first call's rows.
+    n = rows()
+    probe = _case(d, f"repeat call: same shapes as a first call with other x and weight, fp32 ({n},1024)", (n, 1024))
+    first = {**probe.args, "x": d.normal(n, 1024), "weight": d.normal(1024, scale=0.5, shift=1.0)}
+    cases.append(repeat_probe(probe, first))
+    # No determinism probes (SPEC.no_determinism_probes says why).
     return cases
 
 
@@ -262,4 +274,6 @@ SPEC = Spec(
     forbidden_classes=FORBIDDEN_NORM_CLASSES,
     audit={"name": "kernel_bandwidth", "target": TARGET, "rows": 16384, "width": 4096, "dtype": "bfloat16",
            "reps": 20},
+    no_determinism_probes="a kernel that leaves columns unwritten returns torch.empty's leftovers, different "
+    "on each call: its block-size variant names that mistake, a second-call comparison would call it random",
 )
