@@ -369,8 +369,9 @@ def test_connections_from_another_user_get_no_answer(own: dict) -> None:
         where = server_dir.place()
     os.chmod(where.folder, 0o711)  # let the other user reach the socket at all
     os.chmod(where.socket, 0o666)
+    request = json.dumps({"v": wire.VERSION, "op": "status", "fingerprint": "x"})  # the server's own version
     probe = ("import socket,sys; s=socket.socket(socket.AF_UNIX); s.settimeout(10); s.connect(sys.argv[1])\n"
-             "try:\n    s.sendall(b'{\"v\":1,\"op\":\"status\",\"fingerprint\":\"x\"}\\n')\n"
+             f"try:\n    s.sendall({(request + chr(10)).encode()!r})\n"
              "    print(repr(s.recv(100)))\nexcept (ConnectionResetError, BrokenPipeError):\n    print('reset')")
     mine = subprocess.run(["/usr/bin/python3", "-I", "-c", probe, str(where.socket)], capture_output=True, text=True,
                           timeout=30)

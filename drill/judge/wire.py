@@ -2,8 +2,8 @@
 
 One request per connection, one JSON object per line, each way:
 
-    client -> server  {"v": 1, "op": "check", "fingerprint": F, "items": [ITEM, ...]}
-                      {"v": 1, "op": "status" | "stop", "fingerprint": F}
+    client -> server  {"v": VERSION, "op": "check", "fingerprint": F, "items": [ITEM, ...]}
+                      {"v": VERSION, "op": "status" | "stop", "fingerprint": F}
     server -> client  {"alive": true}                      (every HEARTBEAT_S while grading)
                       {"index": i, "result": RESULT}       (as each item finishes, any order)
                       {"index": i, "error": {"message": str, "where": str | null}}   (a UserError)
