@@ -154,13 +154,7 @@ def check_file(
 
     refusal = _refusal(source, path, name, policy)
     if refusal is not None:  # nothing to run: answered at once, no child spawned, no test drawn
-        from drill.judge.diagnose import GENERIC
-
-        kind, detail = refusal
-        result.status = STATUS_FAIL if kind == "policy_violation" else STATUS_ERROR
-        result.diagnosis, result.diagnosis_detail = GENERIC[kind], detail
-        result.layers = {"policy": "refused the file" if kind == "policy_violation" else ("on" if policy else "off"),
-                         "kernels": "not run", "sandbox": "not run", "parent": ""}
+        _refused(result, *refusal, policy)
         result.elapsed_s = time.monotonic() - t0
         return result
 
@@ -174,21 +168,10 @@ def check_file(
         dev = devices.resolve(wanted, entry)
         child.use_device(dev)  # on CUDA the sandbox also shows the GPU's device nodes and /sys (read-only)
         spec = registry.load_spec(name)
-        from drill.judge import spec as spec_module
-        from drill.judge.specs._common import one_thread, reference_device
-        from drill.reference.backend import kernel_log
+        from drill.judge.specs._common import one_thread
 
-        # the parent's tensors are tiny: a busy OpenMP pool only adds waits (see one_thread)
-        with one_thread(), reference_device(dev), kernel_log() as kernels:
-            cases = spec.make_cases(seed)
-            fallback = 0
-            for case in cases:
-                t_ref = spec_module.reference_clock()
-                fallback += _expect(spec, case, dev)
-                case.reference_s = spec_module.reference_clock() - t_ref
-        result.reference_backend = devices.kernel_summary(kernels, fallback)
-        result.device = dev
-        with one_thread():
+        cases = _expected_cases(spec, seed, dev, result)
+        with one_thread():  # the parent's tensors are tiny: a busy OpenMP pool only adds waits (see one_thread)
             if in_model:
                 from drill.judge.inmodel import cases_for
 
@@ -211,6 +194,36 @@ def check_file(
         _release_device()
     result.elapsed_s = time.monotonic() - t0
     return result
+
+
+def _refused(result: Result, kind: str, detail: str, policy: bool) -> None:
+    """A file answered before any process: a syntax error, no code, or layer 1's refusal."""
+    from drill.judge.diagnose import GENERIC
+
+    result.status = STATUS_FAIL if kind == "policy_violation" else STATUS_ERROR
+    result.diagnosis, result.diagnosis_detail = GENERIC[kind], detail
+    result.layers = {"policy": "refused the file" if kind == "policy_violation" else ("on" if policy else "off"),
+                     "kernels": "not run", "sandbox": "not run", "parent": ""}
+
+
+def _expected_cases(spec: Any, seed: int, dev: str, result: Result) -> list[Any]:
+    """The seed's hidden tests with their expectations from the reference on `dev`, each case's reference time
+    kept (the 'slow' advisory compares the learner's CPU time with it) and the backends that ran recorded."""
+    from drill.judge import devices
+    from drill.judge import spec as spec_module
+    from drill.judge.specs._common import one_thread, reference_device
+    from drill.reference.backend import kernel_log
+
+    with one_thread(), reference_device(dev), kernel_log() as kernels:
+        cases = spec.make_cases(seed)
+        fallback = 0
+        for case in cases:
+            t_ref = spec_module.reference_clock()
+            fallback += _expect(spec, case, dev)
+            case.reference_s = spec_module.reference_clock() - t_ref
+    result.reference_backend = devices.kernel_summary(kernels, fallback)
+    result.device = dev
+    return cases
 
 
 def _expect(spec: Any, case: Any, dev: str) -> int:
