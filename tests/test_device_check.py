@@ -54,6 +54,22 @@ def test_device_cuda_on_a_folder_without_a_gpu_is_one_line(tmp_path: Path) -> No
     assert r.exit_code == 2 and len(_lines(r.output)) == 1, r.output
 
 
+@NO_CUDA
+def test_a_folder_grades_the_rest_when_it_holds_a_cuda_only_exercise(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A folder of every starter still grades on a CPU machine: the CUDA-only file is left out, said once."""
+    monkeypatch.delenv("DRILL_TRITON_INTERPRET", raising=False)
+    (tmp_path / "triton_rmsnorm.py").write_text((ROOT / "exercises" / "triton_rmsnorm.py").read_text())
+    only = runner.invoke(app, ["check", str(tmp_path), "--no-server"])
+    assert only.exit_code == 2 and len(_lines(only.output)) == 1, only.output
+    assert "triton_rmsnorm is graded on CUDA only" in only.output
+    (tmp_path / "rmsnorm.py").write_text(GOOD.read_text())
+    r = runner.invoke(app, ["check", str(tmp_path), "--no-server", "--seed", "3"])
+    assert r.exit_code == 0, r.output
+    assert "left out triton_rmsnorm.py: triton_rmsnorm is graded on CUDA only" in r.output
+    assert "1/1 passed" in r.output and "rmsnorm.py" in r.output
+
+
 def test_an_unknown_device_is_one_line_and_exit_2() -> None:
     r = runner.invoke(app, ["check", str(GOOD), "-e", "rmsnorm", "--device", "gpu"])
     assert r.exit_code == 2

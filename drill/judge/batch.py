@@ -26,13 +26,16 @@ from rich.text import Text
 from drill.errors import UserError
 
 
-def expand(paths: list[Path], exercise: str | None) -> list[tuple[Path, str | None]]:
+def expand(paths: list[Path], exercise: str | None,
+           left_out: list[str] | None = None) -> list[tuple[Path, str | None]]:
     """(file, exercise or None) for every path; directories expand to their exercise files.
 
-    Raises UserError for a missing path, a directory combined with --exercise,
-    or a directory holding no exercise file.
+    A directory's file of an exercise this machine cannot grade (triton_rmsnorm without a GPU) is left out
+    and named in `left_out`, so a folder of every starter still grades the rest; named on the command line,
+    such a file is refused by check_file in one line. Raises UserError for a missing path, a directory
+    combined with --exercise, or a directory holding no exercise file it can grade.
     """
-    from drill.judge.registry import graded_names, resolve_exercise
+    from drill.judge.registry import device_available, entry, graded_names, resolve_exercise
 
     items: list[tuple[Path, str | None]] = []
     for p in paths:
@@ -44,7 +47,14 @@ def expand(paths: list[Path], exercise: str | None) -> list[tuple[Path, str | No
             if not found:
                 raise UserError("no exercise files here (expected names like "
                                 f"{', '.join(n + '.py' for n in graded_names()[:3])}, ...)", str(p))
-            items += [(f, None) for f in found]
+            here = [f for f in found if device_available(entry(f.stem))]  # torch asked only for a CUDA-only one
+            skipped = [f"{f.name}: {f.stem} is graded on CUDA only, and torch sees no GPU here"
+                       for f in found if f not in here]
+            if not here:
+                raise UserError(skipped[0], str(p))
+            if left_out is not None:
+                left_out += skipped
+            items += [(f, None) for f in here]
         elif p.is_file():
             resolve_exercise(p, exercise)  # refuses an unknown name before anything runs
             items.append((p, exercise))
@@ -125,10 +135,12 @@ def summary_table(results: list[Any], elapsed_s: float | None = None, width: int
     headers = ("file", "result", "tests", "diagnosis / advisories", "time")
     widths = [max([len(h) if i != 3 else len("advisories"), *(len(row[i]) for row in rows)])
               for i, h in enumerate(headers)]
-    # Rich's box: a rule between cells and at both ends, one space of padding each side of a cell but not
-    # at the table's two edges (pad_edge=False: two more characters for a long file name).
-    file_width = max(16, width - sum(widths[1:]) - 3 * len(headers) + 1)
-    table = Table(title=title, show_header=True, header_style="bold", title_justify="left", pad_edge=False)
+    # Rich's box: a rule between cells and at both ends, one space of padding each side of a cell; the
+    # padding at the table's two edges goes only when the longest file name would not fit otherwise.
+    room = width - sum(widths[1:]) - 3 * len(headers) - 1
+    pad_edge = room >= widths[0]
+    file_width = max(16, room if pad_edge else room + 2)
+    table = Table(title=title, show_header=True, header_style="bold", title_justify="left", pad_edge=pad_edge)
     table.add_column("file", overflow="fold", max_width=file_width)
     table.add_column("result", no_wrap=True)
     table.add_column("tests", justify="right", no_wrap=True)

@@ -104,9 +104,13 @@ def check(
     limits = Limits(timeout_s=timeout, cpu_s=cpu_time, memory_mb=memory_mb)
     with user_errors():  # every usage problem is reported before any grading starts
         device = check_choice(device)
-        items = expand(files, canonical_exercise(exercise, graded=True) if exercise is not None else None)
+        left_out: list[str] = []
+        items = expand(files, canonical_exercise(exercise, graded=True) if exercise is not None else None,
+                       left_out)
         if watch_mode and json_out:
             raise UserError("--watch and --json cannot be combined")
+    for line in left_out:  # on stderr: --json's stdout stays one document
+        err_console.print(Text(f"left out {line}", style="dim"), soft_wrap=True)
     # A folder always ends with its summary table, even when it holds one exercise file.
     summary = len(items) > 1 or any(f.is_dir() for f in files)
     if device == "cuda" and (watch_mode or summary):  # one line before watching or grading many files
