@@ -113,6 +113,17 @@ def _build_root(spec: dict) -> str:
     root = spec["root"]  # a path that exists in the old root (the parent's run folder); mounted over
     _mount("none", "/", None, MS_REC | MS_PRIVATE)
     _mount("drill-root", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=16m,mode=0755")
+    # One size-capped tmpfs for everything writable: scratch (the cwd), /tmp and /dev/shm. Mounted before
+    # the read-only binds, so a Python or venv that lives under /tmp (a CI clone) is bound on top of the
+    # private /tmp instead of being hidden by it (the child then could not import torch).
+    scratch = root + "/sandbox/tmpfs"
+    os.makedirs(scratch, exist_ok=True)
+    _mount("drill-scratch", scratch, "tmpfs", MS_NOSUID | MS_NODEV, f"size={int(spec['tmpfs_bytes'])},mode=1777")
+    for sub in ("scratch", "tmp", "shm"):
+        os.makedirs(f"{scratch}/{sub}", mode=0o1777, exist_ok=True)
+        os.chmod(f"{scratch}/{sub}", 0o1777)
+    os.makedirs(root + "/tmp", exist_ok=True)
+    _mount(f"{scratch}/tmp", root + "/tmp", None, MS_BIND)
     for path in spec["ro"]:
         if not os.path.exists(path):
             continue
@@ -132,15 +143,6 @@ def _build_root(spec: dict) -> str:
     for path in spec.get("hide", []):  # drill's own package, wherever a read-only bind exposed it
         if os.path.isdir(root + path):
             _mount("drill-hidden", root + path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=4k,mode=0555")
-    # One size-capped tmpfs for everything writable: scratch (the cwd), /tmp and /dev/shm.
-    scratch = root + "/sandbox/tmpfs"
-    os.makedirs(scratch, exist_ok=True)
-    _mount("drill-scratch", scratch, "tmpfs", MS_NOSUID | MS_NODEV, f"size={int(spec['tmpfs_bytes'])},mode=1777")
-    for sub in ("scratch", "tmp", "shm"):
-        os.makedirs(f"{scratch}/{sub}", mode=0o1777, exist_ok=True)
-        os.chmod(f"{scratch}/{sub}", 0o1777)
-    os.makedirs(root + "/tmp", exist_ok=True)
-    _mount(f"{scratch}/tmp", root + "/tmp", None, MS_BIND)
     os.makedirs(root + "/dev/shm", exist_ok=True)
     for dev in ("null", "zero", "full", "random", "urandom"):
         _bind(f"/dev/{dev}", f"{root}/dev/{dev}", writable=True)
