@@ -1,0 +1,63 @@
+"""The sandbox's file-system view keeps what the child needs even when it lives under /tmp.
+
+A clone in /tmp with its venv inside it (how CI was first run in this
+project) had every sandboxed single run crash with "No module named torch":
+the private /tmp was mounted over the read-only bind of the venv. Entered for
+real here, in a subprocess, with a read-only folder under /tmp standing in
+for such a venv.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from drill.judge import sandbox
+
+SCRIPT = textwrap.dedent("""
+    import json, os, sys, tempfile
+    from pathlib import Path
+    from drill.judge import sandbox
+    sys.path.insert(0, os.path.dirname(sandbox.__file__))
+    import sandbox_child
+
+    run = Path(tempfile.mkdtemp(prefix="drill-view-", dir="/tmp"))
+    venv = run / "venv"
+    venv.mkdir()
+    (venv / "marker.txt").write_text("seen")
+    for sub in ("newroot", "driver", "work"):
+        (run / sub).mkdir()
+    learner = run / "learner.py"
+    learner.write_text("")
+    spec = sandbox.spec(run / "newroot", run / "driver", run / "work", learner, 30.0)
+    spec["ro"].append(str(venv))
+    state = sandbox_child.enter(spec)
+    if state.get("sandbox") == "off":
+        print(json.dumps({"off": state.get("reason", "")}))
+        sys.exit(0)
+    try:
+        open(venv / "new.txt", "w").close()
+        venv_writable = True
+    except OSError:
+        venv_writable = False
+    open("/tmp/scratch.txt", "w").close()
+    print(json.dumps({"run": str(run), "marker": (venv / "marker.txt").read_text(), "venv_writable": venv_writable,
+                      "tmp": sorted(os.listdir("/tmp"))}), flush=True)
+""")
+
+
+@pytest.mark.skipif(sandbox.mode()[0] != "namespaces", reason="no user namespaces here: the sandbox is off")
+def test_a_read_only_folder_under_tmp_stays_visible_inside_the_sandbox() -> None:
+    out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    shutil.rmtree(seen.get("run", "/nonexistent"), ignore_errors=True)
+    assert "off" not in seen, seen
+    assert seen["marker"] == "seen"  # bound on top of the private /tmp, not hidden by it
+    assert not seen["venv_writable"]  # and still read-only
+    assert seen["tmp"][0].startswith("drill-view-") and "scratch.txt" in seen["tmp"]  # /tmp itself is private
