@@ -36,6 +36,7 @@ SCRIPT = textwrap.dedent("""
     learner.write_text("")
     spec = sandbox.spec(run / "newroot", run / "driver", run / "work", learner, 30.0)
     spec["ro"].append(str(venv))
+    bound = sorted({p.split("/")[2] for p in spec["ro"] if p.startswith("/tmp/")})  # mount points under /tmp
     state = sandbox_child.enter(spec)
     if state.get("sandbox") == "off":
         print(json.dumps({"off": state.get("reason", "")}))
@@ -47,7 +48,7 @@ SCRIPT = textwrap.dedent("""
         venv_writable = False
     open("/tmp/scratch.txt", "w").close()
     print(json.dumps({"run": str(run), "marker": (venv / "marker.txt").read_text(), "venv_writable": venv_writable,
-                      "tmp": sorted(os.listdir("/tmp"))}), flush=True)
+                      "tmp": sorted(os.listdir("/tmp")), "bound": bound}), flush=True)
 """)
 
 
@@ -60,4 +61,5 @@ def test_a_read_only_folder_under_tmp_stays_visible_inside_the_sandbox() -> None
     assert "off" not in seen, seen
     assert seen["marker"] == "seen"  # bound on top of the private /tmp, not hidden by it
     assert not seen["venv_writable"]  # and still read-only
-    assert seen["tmp"][0].startswith("drill-view-") and "scratch.txt" in seen["tmp"]  # /tmp itself is private
+    # /tmp itself is private: the run's own file and the mount points of the binds under /tmp, nothing else
+    assert sorted(seen["tmp"]) == sorted([*seen["bound"], "scratch.txt"]), seen
