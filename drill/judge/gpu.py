@@ -144,38 +144,28 @@ def exec_rule(tools: dict[str, str], roots: tuple[str, ...]) -> Callable[[Any, A
     def under(path: str) -> bool:
         return isabs(path) and any((realpath(path).rstrip("/") + "/").startswith(r) for r in roots)
 
-    def ptxas_ok(args: list[str]) -> bool:
-        if args == ["--version"]:
-            return True
+    def args_ok(args: list[str], plain_ok: Callable[[str], bool]) -> bool:
+        """Every argument allowed: "-o PATH" only under `roots`, any other one as the tool's `plain_ok` says."""
         i = 0
         while i < len(args):
-            a = args[i]
-            if a == "-o":
+            if args[i] == "-o":
                 if i + 1 >= len(args) or not under(args[i + 1]):
                     return False
                 i += 2
-                continue
-            if not (a in PTXAS_FLAGS or a.startswith("--gpu-name=sm_") or (not a.startswith("-") and under(a))):
+            elif plain_ok(args[i]):
+                i += 1
+            else:
                 return False
-            i += 1
         return True
 
-    def cc_ok(args: list[str]) -> bool:
-        i = 0
-        while i < len(args):
-            a = args[i]
-            if a == "-o":
-                if i + 1 >= len(args) or not under(args[i + 1]):
-                    return False
-                i += 2
-                continue
-            searched = a.startswith(("-L", "-I")) and len(a) > 2 and "," not in a  # search paths: read-only
-            library = a.startswith("-l") and len(a) > 2 and "/" not in a and "," not in a
-            source = not a.startswith("-") and a.endswith(".c") and under(a)
-            if not (a in CC_FLAGS or searched or library or source):
-                return False
-            i += 1
-        return True
+    def ptxas_arg(a: str) -> bool:
+        return a in PTXAS_FLAGS or a.startswith("--gpu-name=sm_") or (not a.startswith("-") and under(a))
+
+    def cc_arg(a: str) -> bool:
+        searched = a.startswith(("-L", "-I")) and len(a) > 2 and "," not in a  # search paths: read-only
+        library = a.startswith("-l") and len(a) > 2 and "/" not in a and "," not in a
+        source = not a.startswith("-") and a.endswith(".c") and under(a)
+        return a in CC_FLAGS or searched or library or source
 
     def allowed(executable: Any, argv: Any) -> bool:
         if isinstance(argv, (str, bytes)) or not isinstance(argv, (list, tuple)) or not argv:
@@ -186,9 +176,9 @@ def exec_rule(tools: dict[str, str], roots: tuple[str, ...]) -> Callable[[Any, A
             return False
         tool = realpath(exe)
         if tool == ptxas:
-            return ptxas_ok(args[1:])
+            return args[1:] == ["--version"] or args_ok(args[1:], ptxas_arg)
         if tool == cc:
-            return cc_ok(args[1:])
+            return args_ok(args[1:], cc_arg)
         return False
 
     return allowed
