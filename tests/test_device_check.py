@@ -400,3 +400,21 @@ def test_a_huge_cuda_allocation_is_a_memory_limit_and_nothing_stays_allocated(tm
     r = check_file(f, "rmsnorm", seed=3, device="cuda")
     assert r.diagnosis is not None and r.diagnosis.id == "memory_limit", (r.diagnosis_detail, r.output_tail)
     assert torch.cuda.mem_get_info()[0] >= before - 2**30  # the child's memory went with it
+
+
+def test_no_gpu_node_on_linux_answers_without_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CUDA-only exercise on a Linux machine with no GPU device node is unavailable, torch never asked (a
+    torch-free client expanding a folder pays no torch import for it); with a node, torch decides."""
+    monkeypatch.delenv(devices.INTERPRET_ENV, raising=False)
+    monkeypatch.setattr(sys, "platform", "linux")
+    monkeypatch.setattr(registry, "GPU_NODES", ("/nonexistent/nvidiactl",))
+
+    def asked() -> bool:
+        raise AssertionError("torch was asked")
+
+    monkeypatch.setattr(torch.cuda, "is_available", asked)
+    assert registry.device_available(registry.entry("triton_rmsnorm")) is False
+    assert registry.device_available(registry.entry("rmsnorm")) is True
+    monkeypatch.setattr(registry, "GPU_NODES", ("/dev/null",))  # a node that exists: torch decides
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert registry.device_available(registry.entry("triton_rmsnorm")) is True

@@ -315,6 +315,7 @@ def test_a_cuda_only_exercise_is_not_offered_by_the_mock_without_a_gpu(monkeypat
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert "rmsnorm" not in gradable_exercises() and "attention" in gradable_exercises()
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(registry, "gpu_nodes_visible", lambda: True)  # a GPU machine: its nodes exist too
     assert "rmsnorm" in gradable_exercises()
 
 

@@ -137,6 +137,7 @@ def test_the_spec_is_cuda_only_and_the_mock_never_picks_it_without_a_gpu(monkeyp
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert "triton_rmsnorm" not in gradable_exercises()
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(registry, "gpu_nodes_visible", lambda: True)  # a GPU machine: its nodes exist too
     assert "triton_rmsnorm" in gradable_exercises()
 
 
