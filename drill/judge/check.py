@@ -152,7 +152,7 @@ def check_file(
     source = read_source(path)  # BOM and PEP 263 coding lines as Python reads them; UserError at file:line
     result = Result(exercise=name, file=str(path), status=STATUS_ERROR, seed=seed)
 
-    refusal = _refusal(source, path, name, policy)
+    refusal = _refusal(source, path, entry, policy)
     if refusal is not None:  # nothing to run: answered at once, no child spawned, no test drawn
         _refused(result, *refusal, policy)
         result.elapsed_s = time.monotonic() - t0
@@ -265,16 +265,16 @@ def _release_device() -> None:
         torch.cuda.empty_cache()
 
 
-def _refusal(source: str, path: Path, name: str, policy: bool) -> tuple[str, str] | None:
+def _refusal(source: str, path: Path, entry: Any, policy: bool) -> tuple[str, str] | None:
     """(diagnosis id, detail) for a file refused before anything runs: a syntax error, no code, layer 1."""
     syntax = _syntax_error(source, path)
     if syntax is not None:
         return "syntax_error", syntax
     empty = _no_code(source)
     if empty:
-        graded = ", ".join(registry.entry(name).graded)
+        graded, name = ", ".join(entry.graded), entry.name
         return "empty_file", f"{empty}; {name} grades {graded} (`drill start {name}` copies the starter file)"
-    refused = policy and _policy_refusal(source, path, registry.entry(name).imports)
+    refused = policy and _policy_refusal(source, path, entry.imports)
     return ("policy_violation", refused) if refused else None
 
 
