@@ -28,7 +28,6 @@ from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
 
 NEW, LIVE = "new", "live"  # what StorageBytes.count says of an output's storage
 
@@ -39,6 +38,25 @@ def storage_ptr(t: torch.Tensor) -> int:
         return t.untyped_storage().data_ptr()
     except (RuntimeError, NotImplementedError):
         return 0
+
+
+def tensors_in(x: Any, found: list[torch.Tensor] | None = None) -> list[torch.Tensor]:
+    """The tensors in an op's arguments or results (tensors, lists, tuples, dicts of them), in order.
+
+    What `torch.utils._pytree.tree_flatten` finds there, at a third of its cost:
+    the trackers call it twice per aten op, and on flash_attention's tiling
+    cases pytree was 40% of the grading time.
+    """
+    found = [] if found is None else found
+    if isinstance(x, torch.Tensor):
+        found.append(x)
+    elif isinstance(x, (list, tuple)):
+        for item in x:
+            tensors_in(item, found)
+    elif isinstance(x, dict):
+        for item in x.values():
+            tensors_in(item, found)
+    return found
 
 
 class StorageBytes(TorchDispatchMode):
@@ -58,9 +76,7 @@ class StorageBytes(TorchDispatchMode):
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        inputs = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
-        outputs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
-        self.observe(func, inputs, outputs)
+        self.observe(func, tensors_in(kwargs, tensors_in(args)), tensors_in(out))
         return out
 
     def observe(self, func: Any, inputs: list[torch.Tensor], outputs: list[torch.Tensor]) -> None:

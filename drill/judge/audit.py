@@ -53,7 +53,6 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
 
 CONTRACTIONS = {"mm", "bmm", "addmm", "baddbmm", "matmul", "dot", "mv", "addmv", "linear", "einsum", "addbmm"}
 MOVEMENT = {
@@ -211,8 +210,8 @@ class _LearnerShapes(TorchFunctionMode):
         finally:
             self.call = ""
         if self.pending:
-            for t in tree_flatten(out)[0]:
-                p = _ptr(t) if isinstance(t, torch.Tensor) else 0
+            for t in _counter.tensors_in(out):
+                p = _ptr(t)
                 if self.pending.pop(p, None) is not None:
                     self.tracker.expanded[p]["shape"] = list(t.shape)
         return out
