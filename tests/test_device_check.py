@@ -290,18 +290,67 @@ def test_every_fused_cuda_kernel_is_in_the_forbidden_set(exercise: str) -> None:
     assert not missing, missing
 
 
-def test_a_cuda_build_blocks_the_cuda_key_of_every_forbidden_op(monkeypatch: pytest.MonkeyPatch) -> None:
-    """What the plan asks the dispatcher for in a CUDA build (faked here: the kernel table is the dispatcher's)."""
+def _fresh_plans(monkeypatch: pytest.MonkeyPatch) -> None:
     from drill.judge import child
 
+    for name, empty in (("_PLANS", {}), ("_REGISTERED", {}), ("_UNPLANNED", set())):
+        monkeypatch.setattr(child, name, empty)
+
+
+def test_a_cuda_build_blocks_every_key_the_dispatcher_lists(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the plan asks the dispatcher for in a CUDA build (faked here: the kernel table is the dispatcher's
+    own `_dispatch_dump` format): every listed key, wrappers (vmap, autocast, autograd) included, plus CPU and
+    CUDA; an op with only wrapper kernels cannot run and is left alone; "(inactive)" entries are not kernels."""
+    from drill.judge import child
+
+    _fresh_plans(monkeypatch)
     monkeypatch.setattr(torch.backends.cuda, "is_built", lambda: True)
+    tables = {
+        "aten::_scaled_dot_product_flash_attention": "CUDA: registered at a.cpp\nMeta: registered at m.py\n"
+                                                     "Autograd[alias]: registered at v.cpp\n",
+        "aten::rms_norm": "debug: registered at s.cpp\nCompositeImplicitAutograd[alias]: registered at c.cpp\n"
+                          "FuncTorchBatchedDecomposition: registered at b.cpp\nMeta (inactive): registered at x\n",
+        "aten::_cudnn_attention_forward": "debug: registered at s.cpp\nMeta: registered at m.py\n"
+                                          "Autograd[alias]: registered at v.cpp\n",
+    }
+    monkeypatch.setattr(torch._C, "_dispatch_dump", lambda op: tables[op])
+    assert child._kernel_keys("_scaled_dot_product_flash_attention") == ["CUDA", "Meta", "Autograd", "CPU"]
+    assert child._kernel_keys("rms_norm") == ["CompositeImplicitAutograd", "FuncTorchBatchedDecomposition", "CPU",
+                                              "CUDA"]
+    assert child._kernel_keys("_cudnn_attention_forward") == []  # no kernel that computes: nothing to run
+    assert child._UNPLANNED == set()
+
+
+def test_without_a_kernel_table_the_known_keys_are_probed_and_the_dispatch_trap_stays_on(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A torch that cannot list an op's kernels: the known keys are probed (as before the table was read), and
+    the exercise's runs keep the per-op DispatchTrap as the backstop for any key the probe did not know."""
+    from drill.judge import child
+
+    _fresh_plans(monkeypatch)
+    monkeypatch.setattr(torch.backends.cuda, "is_built", lambda: True)
+    monkeypatch.delattr(torch._C, "_dispatch_dump")
     has = {("aten::_scaled_dot_product_flash_attention", "CUDA"), ("aten::_fused_rms_norm", "CUDA"),
            ("aten::rms_norm", "CompositeImplicitAutograd")}
     monkeypatch.setattr(torch._C, "_dispatch_has_kernel_for_dispatch_key", lambda op, key: (op, key) in has)
     assert child._kernel_keys("_scaled_dot_product_flash_attention") == ["CUDA", "CPU"]
-    assert child._kernel_keys("_fused_rms_norm") == ["CUDA", "CPU"]
     assert child._kernel_keys("rms_norm") == ["CompositeImplicitAutograd", "CPU", "CUDA"]
-    assert child._kernel_keys("_cudnn_attention_forward") == []  # no kernel in this (fake) build: nothing to run
+    assert child._kernel_keys("_cudnn_attention_forward") == []
+    patterns = list(registry.load_spec("rmsnorm").forbidden)
+    assert child.kernel_plan(patterns)
+    leaks = child._PLANS[tuple(patterns)][1]
+    assert "rms_norm" in leaks and child.needs_dispatch_trap(leaks)
+
+
+def test_with_the_kernel_table_no_forbidden_op_keeps_the_dispatch_trap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On this torch every forbidden op of every exercise has its kernels listed, so no run pays for the trap."""
+    from drill.judge import child
+
+    _fresh_plans(monkeypatch)
+    for name in registry.graded_names():
+        patterns = list(registry.load_spec(name).forbidden)
+        child.kernel_plan(patterns)
+        assert child._PLANS[tuple(patterns)][1] == [], name
 
 
 # ---------------------------------------------------------------- the sandbox's view of a GPU

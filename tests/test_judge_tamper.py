@@ -81,6 +81,8 @@ CASES: dict[str, tuple] = {
     "prlimit_parent": ("policy_violation", "policy_violation", {}),
     "scratch_fill": ("policy_violation", STOPPED | {"output_limit"}, {}),
     "mha__nested_native": ("policy_violation", "forbidden_op", {}),  # nested-tensor kernels were not blocked
+    # passed with the policy off while only CPU/composite kernels were replaced (vmap decomposes above them)
+    "rmsnorm__vmap_decomposition": ("policy_violation", "forbidden_op", {}),
 }
 
 # Attacks on what the sandbox would otherwise contain, graded with DRILL_SANDBOX=off and the policy off, so

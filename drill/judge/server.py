@@ -189,6 +189,9 @@ class Server:
         except Exception:  # noqa: BLE001 - a failed warm-up only costs the first check its speed
             traceback.print_exc()
         finally:
+            import gc
+
+            gc.freeze()  # torch and the specs, never garbage: a full collection during a check would scan them all
             if pool is not None:
                 self.pools.put(pool)
             self.warm.set()
