@@ -269,6 +269,34 @@ def test_wire_round_trip_and_refusals() -> None:
             wire.parse_request(wire.request("check", "f", [bad_item]))
 
 
+def test_a_folder_is_graded_longest_first_as_last_measured(tmp_path: Path) -> None:
+    """The server starts a request's slowest exercises first (unknown ones before them), so two workers end
+    together; each answer still carries the index of its item, whatever the order."""
+    from drill.judge import server
+
+    srv = server.Server(server_dir.Place(tmp_path, "k"), idle_s=60.0, workers=1)
+    srv.took = {"moe": 0.30, "rmsnorm": 0.05, "flash_attention": 0.20}
+    seen: list[str] = []
+
+    def grade(it: dict, tracker: object) -> tuple[str, str]:
+        seen.append(server._cost_key(it))
+        return "internal", server._cost_key(it)
+
+    srv._grade = grade  # type: ignore[method-assign]
+    names = ("rmsnorm", "moe", None, "flash_attention")
+    items = [{"exercise": n, "path": f"/x/{n or 'attention'}.py"} for n in names]
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        srv._check(ours, items)
+        ours.shutdown(socket.SHUT_WR)
+        answers = [json.loads(line) for line in theirs.makefile().read().splitlines()]
+    srv.executor.shutdown()
+    assert seen == ["attention", "moe", "flash_attention", "rmsnorm"]
+    assert {a["index"]: a["internal"] for a in answers if "index" in a} == {
+        0: "rmsnorm", 1: "moe", 2: "attention", 3: "flash_attention"}
+    assert answers[-1] == {"done": True}
+
+
 # -- faults ----------------------------------------------------------------------------------------
 
 
