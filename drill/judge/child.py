@@ -13,7 +13,7 @@ Protocol (all files live in the folder named by the job's "work"; the
 learner's code runs with a different cwd and is not told it):
 - The child imports torch at once, then blocks on stdin for the job (JSON),
   so its start-up overlaps the parent's own work.
-- Inputs come from `inputs.pt` (tensors by key, loaded weights_only).
+- Inputs come from `inputs.bin` (tensors by key, see inputs_file.py: written by the parent).
 - For each case i it appends {"event": "start", "case": i} and then an
   "end" record to `status.jsonl`, and saves the learner's output tensors to
   `out_<i>.pt` (plain tensors only). The parent compares those tensors with
@@ -1205,7 +1205,7 @@ def serve(job: dict) -> None:
     WORK = where["work"]
     LEARNER = os.path.realpath(where["learner"])
     _STATUS_FD.append(os.open(os.path.join(WORK, "status.jsonl"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
-    tensors = torch.load(os.path.join(WORK, "inputs.pt"), weights_only=True)
+    tensors = _sibling("inputs_file").read(os.path.join(WORK, "inputs.bin"))
     sys.modules.pop("__main__", None)  # the driver's globals are not reachable by name from the learner's code
     tensors, tools = _enter_device(job, where["scratch"], tensors)
 
@@ -1383,7 +1383,8 @@ def zygote() -> None:
     """
     torch.set_num_threads(1)
     warm_up()
-    for name in ("sandbox_child", "chain", "audit", "tiling", "gpu"):  # loaded once here, inherited by every fork
+    # loaded once here, inherited by every fork
+    for name in ("sandbox_child", "chain", "audit", "tiling", "gpu", "inputs_file"):
         _sibling(name)
     out = sys.stdout
     for line in sys.stdin:

@@ -24,6 +24,7 @@ from typing import Any
 
 from drill.judge.runner import (
     CUDA_HOST_MB,
+    INPUTS,
     OUTPUT_CAP_BYTES,
     POLL_S,
     STARTUP_GRACE_S,
@@ -131,9 +132,9 @@ class PooledChild(Child):
                                      self.limits.timeout_s + 10.0, gpu=True)
 
     def send(self, job: dict[str, Any], tensors: dict[str, Any]) -> None:
-        import torch
+        from drill.judge import inputs_file
 
-        torch.save(tensors, self.workdir / "inputs.pt")
+        inputs_file.write(tensors, self.workdir / INPUTS)
         zyg = self.pool._ensure()
         request = {
             "job": self._job(job),
