@@ -11,13 +11,13 @@ and ANSI escapes shown as escapes, length capped). Anything else makes the
 whole report unreadable, and the run ends as `crashed: unreadable report`:
 a report that is partly forged is not partly believed.
 
-Output tensors are read by `load_outputs`: the file must be a zip archive
-of stored (uncompressed) records within `MAX_OUTPUT_FILE_BYTES` in all (a
-deflated record could expand a few megabytes into all of the grader's
-memory), it is loaded with `torch.load(weights_only=True)` (nothing is ever
-unpickled), and every value must be a plain, dense CPU tensor that its file
-could really have held (no nested, quantized, sparse, meta or subclass
-tensor reaches the comparison, where some of them crashed the grader).
+Output tensors are read by `load_outputs`: the file (within
+`MAX_OUTPUT_FILE_BYTES`) is a JSON index and raw bytes (`tensor_file`), the
+index checked entry by entry against the data before anything is built from
+it, nothing ever unpickled; every value must be a plain, dense CPU tensor of
+a plain dtype that its file really holds (no nested, quantized, sparse, meta
+or subclass tensor reaches the comparison, where some of them crashed the
+grader). An archive, compressed or not, is simply not such a file.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ import functools
 import json
 import math
 import re
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -210,37 +209,25 @@ MAX_OUTPUT_RECORDS = 200
 def load_outputs(path: Path) -> dict[str, Any]:
     """The tensors one case saved (`out`, gradients, flags), or Unreadable with what was wrong.
 
-    Checked before anything is allocated: the size of the file and of the
-    records its zip directory declares, none compressed; then loaded
-    weights_only and every value checked to be a dense tensor of a plain
-    dtype whose data fits in what the file held.
+    The file is the learner's process's to write, so it is read as data
+    only: within `MAX_OUTPUT_FILE_BYTES`, through `tensor_file.read`, which
+    checks its index entry by entry against the bytes it points into (plain
+    dtypes, shapes that fit) and never unpickles or runs anything; then every
+    value is checked to be a plain dense tensor.
     """
-    import torch
+    from drill.judge import tensor_file
 
-    if path.stat().st_size > MAX_OUTPUT_FILE_BYTES:
-        raise Unreadable("output file too large")
     try:
-        with zipfile.ZipFile(path) as archive:
-            entries = archive.infolist()
-    except (zipfile.BadZipFile, OSError, ValueError) as exc:
-        raise Unreadable("output file is not a torch.save archive") from exc
-    if len(entries) > MAX_OUTPUT_RECORDS:
-        raise Unreadable("output file has too many records")
-    if any(e.compress_type != zipfile.ZIP_STORED for e in entries):
-        raise Unreadable("output file has compressed records")
-    if sum(e.file_size for e in entries) > MAX_OUTPUT_FILE_BYTES:
-        raise Unreadable("output file declares more data than allowed")
-    try:
-        saved = torch.load(path, weights_only=True, map_location="cpu")
-    except Exception as exc:  # noqa: BLE001 - whatever torch refuses is an unreadable output
-        raise Unreadable(f"output file could not be loaded ({type(exc).__name__})") from exc
-    if not isinstance(saved, dict) or not isinstance(saved.get("out"), torch.Tensor):
-        raise Unreadable("output file does not hold a dict with an `out` tensor")
+        saved = tensor_file.read(path, MAX_OUTPUT_FILE_BYTES)
+    except OSError as exc:
+        raise Unreadable(f"output file could not be read ({exc.strerror or type(exc).__name__})") from exc
+    except ValueError as exc:
+        raise Unreadable(f"output file: {safe_text(str(exc), 200)}") from exc
+    if "out" not in saved:
+        raise Unreadable("output file does not hold an `out` tensor")
     if len(saved) > MAX_OUTPUT_RECORDS:
         raise Unreadable("output file holds too many tensors")
     for key, value in saved.items():
-        if not isinstance(key, str) or len(key) > 200:
-            raise Unreadable("output file has a malformed key")
         why = _tensor_problem(value)
         if why:
             raise Unreadable(f"{safe_text(key, 60)} is {why}")

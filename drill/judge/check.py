@@ -496,10 +496,10 @@ def _prepare_refused(result: Result, spec: Any, cases: list, events: list, outco
 
 
 def _load_output(child: Any, i: int) -> dict:
-    """The tensors a case saved, through the boundary (size, no compression, weights_only, dense plain tensors)."""
+    """The tensors a case saved, through the boundary (size, an index checked against the data, plain tensors)."""
     from drill.judge.boundary import load_outputs
 
-    return load_outputs(child.output_file(f"out_{i}.pt"))
+    return load_outputs(child.output_file(f"out_{i}.bin"))
 
 
 def _evaluate(spec: Any, cases: list, child: Any, events: list) -> list:

@@ -13,10 +13,10 @@ Protocol (all files live in the folder named by the job's "work"; the
 learner's code runs with a different cwd and is not told it):
 - The child imports torch at once, then blocks on stdin for the job (JSON),
   so its start-up overlaps the parent's own work.
-- Inputs come from `inputs.bin` (tensors by key, see inputs_file.py: written by the parent).
+- Inputs come from `inputs.bin` (tensors by key, see tensor_file.py: written by the parent).
 - For each case i it appends {"event": "start", "case": i} and then an
   "end" record to `status.jsonl`, and saves the learner's output tensors to
-  `out_<i>.pt` (plain tensors only). The parent compares those tensors with
+  `out_<i>.bin` (plain tensors only, tensor_file.py). The parent compares those tensors with
   its own expectations; nothing the child writes can make a case pass except
   tensors that really equal the reference.
 - Status records only ever explain failures (exception type and message,
@@ -1168,8 +1168,6 @@ def warm_up() -> None:
     In single-run mode this overlaps the parent's own work; the fork server
     pays it once for all runs.
     """
-    import io
-
     q = torch.randn(2, 3, 4, requires_grad=True)
     with FunctionTrap([]), DispatchTrap([]):
         s = (q @ q.transpose(-2, -1)).masked_fill(torch.ones(3, 3, dtype=torch.bool).tril(), float("-inf"))
@@ -1178,7 +1176,7 @@ def warm_up() -> None:
         # sum(out * upstream), never out.backward(upstream): an explicit upstream gradient imports
         # torch.fx's symbolic_shapes (0.2-0.5 s measured on torch 2.13), paid on a cold check's critical path.
         (out * torch.ones_like(out)).sum().backward()
-    torch.save({"out": plain(y)}, io.BytesIO())
+    _sibling("tensor_file").write({"out": plain(y)}, os.devnull)
     _attention_modules()
 
 
@@ -1205,7 +1203,7 @@ def serve(job: dict) -> None:
     WORK = where["work"]
     LEARNER = os.path.realpath(where["learner"])
     _STATUS_FD.append(os.open(os.path.join(WORK, "status.jsonl"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
-    tensors = _sibling("inputs_file").read(os.path.join(WORK, "inputs.bin"))
+    tensors = _sibling("tensor_file").read(os.path.join(WORK, "inputs.bin"))
     sys.modules.pop("__main__", None)  # the driver's globals are not reachable by name from the learner's code
     tensors, tools = _enter_device(job, where["scratch"], tensors)
 
@@ -1271,7 +1269,7 @@ def serve(job: dict) -> None:
         if failure is None:
             try:
                 with trusted():
-                    torch.save(result, os.path.join(WORK, f"out_{i}.pt"))
+                    _sibling("tensor_file").write(result, os.path.join(WORK, f"out_{i}.bin"))
             except BaseException as exc:  # noqa: BLE001
                 failure = {"status": "exception", "type": type(exc).__name__,
                            "message": f"could not save the output: {exc}"[:300]}
@@ -1384,7 +1382,7 @@ def zygote() -> None:
     torch.set_num_threads(1)
     warm_up()
     # loaded once here, inherited by every fork
-    for name in ("sandbox_child", "chain", "audit", "tiling", "gpu", "inputs_file"):
+    for name in ("sandbox_child", "chain", "audit", "tiling", "gpu", "tensor_file"):
         _sibling(name)
     out = sys.stdout
     for line in sys.stdin:

@@ -132,9 +132,9 @@ class PooledChild(Child):
                                      self.limits.timeout_s + 10.0, gpu=True)
 
     def send(self, job: dict[str, Any], tensors: dict[str, Any]) -> None:
-        from drill.judge import inputs_file
+        from drill.judge import tensor_file
 
-        inputs_file.write(tensors, self.workdir / INPUTS)
+        tensor_file.write(tensors, self.workdir / INPUTS)
         zyg = self.pool._ensure()
         request = {
             "job": self._job(job),

@@ -59,9 +59,9 @@ from typing import Any
 CHILD_SCRIPT = Path(__file__).with_name("child.py")
 # The driver and its torch-only siblings, copied next to every run (the child never imports drill), as
 # paths relative to this folder: audit.py loads the shared storage counter from its own folder there.
-DRIVER_FILES = ("child.py", "chain.py", "audit.py", "tiling.py", "sandbox_child.py", "gpu.py", "inputs_file.py",
+DRIVER_FILES = ("child.py", "chain.py", "audit.py", "tiling.py", "sandbox_child.py", "gpu.py", "tensor_file.py",
                 "../storage_bytes.py")
-INPUTS = "inputs.bin"  # the case inputs (drill/judge/inputs_file.py), in the protocol folder
+INPUTS = "inputs.bin"  # the case inputs (drill/judge/tensor_file.py), in the protocol folder
 WORK_CAP_BYTES = 512 * 2**20  # the protocol and scratch folders (outputs, printed output, files) of one run, together
 _OWN_PIDS: set[int] = set()  # processes this module started on purpose (children, fork servers)
 _OWN_LOCK = threading.Lock()
@@ -254,9 +254,9 @@ class Child:
 
     def send(self, job: dict[str, Any], tensors: dict[str, Any]) -> None:
         """Write the inputs, then hand the job to the waiting child."""
-        from drill.judge import inputs_file
+        from drill.judge import tensor_file
 
-        inputs_file.write(tensors, self.workdir / INPUTS)
+        tensor_file.write(tensors, self.workdir / INPUTS)
         self.sent = time.monotonic()
         try:
             assert self.proc.stdin is not None
