@@ -202,11 +202,11 @@ def _is_main_guard(node: ast.stmt) -> bool:
     return len(names) == 1 and len(consts) == 1
 
 
-def _defined_names(tree: ast.AST) -> set[str]:
+def _defined_names(nodes: list[ast.AST]) -> set[str]:
     """Every name the file binds itself: defs, classes, assignment targets, attributes stored, arguments,
     and literal names handed to register_buffer/register_parameter/setattr."""
     out: set[str] = set()
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             out.add(node.name)
         elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
@@ -230,9 +230,9 @@ def _defined_names(tree: ast.AST) -> set[str]:
     return out
 
 
-def _rebinds_name(tree: ast.AST) -> bool:
+def _rebinds_name(nodes: list[ast.AST]) -> bool:
     """Does the file assign `__name__` anywhere (which would make its main block run when graded)?"""
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Name) and node.id == "__name__" and not isinstance(node.ctx, ast.Load):
             return True
         if isinstance(node, (ast.Global, ast.Nonlocal)) and "__name__" in node.names:
@@ -246,17 +246,18 @@ def _rebinds_name(tree: ast.AST) -> bool:
     return False
 
 
-def _module_names(tree: ast.AST) -> set[str]:
+def _module_names(nodes: list[ast.AST]) -> set[str]:
     """Names that may hold a module or something made by one: every name an import binds, and names assigned
     from an expression rooted at one (`m = collections`, `t = torch.nn`, `fr = typing.ForwardRef("x")`)."""
     out: set[str] = set()
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             out.update((a.asname or a.name).split(".")[0] for a in node.names)
+    assigns = [n for n in nodes if isinstance(n, (ast.Assign, ast.AnnAssign, ast.NamedExpr))]
     changed = True
     while changed:
         changed = False
-        for node in ast.walk(tree):
+        for node in assigns:
             targets = []
             if isinstance(node, ast.Assign):
                 targets, value = node.targets, node.value
@@ -278,10 +279,10 @@ def _chain_root(node: ast.AST) -> str | None:
     return node.id if isinstance(node, ast.Name) else None
 
 
-def _extra_roots(tree: ast.AST, profile: Profile) -> set[str]:
+def _extra_roots(nodes: list[ast.AST], profile: Profile) -> set[str]:
     """Names the file bound by importing one of the profile's own modules (`import triton`, `import triton as tr`)."""
     out: set[str] = set()
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Import):
             for a in node.names:
                 if profile.imports(a.name):
@@ -398,10 +399,11 @@ def check_source(source: str, filename: str = "<learner>", extra: tuple[str, ...
     `extra`: the exercise's additional packages (`EXTRA_IMPORTS` keys, the index entry's `imports`).
     """
     tree = ast.parse(source, filename=filename)
+    nodes = list(ast.walk(tree))  # one walk for the four passes over the whole file (each was its own walk)
     lines = source.splitlines()
-    skip_main = not _rebinds_name(tree)
+    skip_main = not _rebinds_name(nodes)
     profile = Profile.of(extra)
-    checker = _Checker(_defined_names(tree), _module_names(tree), profile, _extra_roots(tree, profile))
+    checker = _Checker(_defined_names(nodes), _module_names(nodes), profile, _extra_roots(nodes, profile))
     for stmt in tree.body:
         if skip_main and _is_main_guard(stmt):
             checker.visit(stmt.test)
