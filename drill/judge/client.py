@@ -31,13 +31,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from drill.errors import UserError
 from drill.judge import server_dir, wire
-from drill.judge.check import Result
-from drill.judge.runner import Limits
+from drill.judge.limits import Limits
 from drill.judge.server_dir import Place
+
+if TYPE_CHECKING:
+    from drill.judge.check import Result
 
 READY_S = 60.0  # the server binds before it imports torch: this is Python start-up on a very busy machine
 SILENCE_S = 30.0  # the server says "alive" every wire.HEARTBEAT_S while it grades
@@ -82,12 +84,14 @@ def note(text: str) -> None:
 
 
 def grade(jobs: list[Job], *, workers: int | None = None, use_server: bool | None = None, pool: Any = None,
-          say: Callable[[str], None] = note) -> list[Result]:
+          say: Callable[[str], None] = note, while_waiting: Callable[[], None] | None = None) -> list[Result]:
     """Grade every job; the first UserError (in job order) is raised after all were graded, as check_file would.
 
     `pool` (a pool.ChildPool) is used for the in-process path of a single
     job (watch mode keeps one warm); several jobs in-process go through
     `batch.grade_all` with `workers` threads, as `drill check DIR` always did.
+    `while_waiting` runs once the request is on its way to the server (the CLI
+    imports its renderer there, while the server grades).
     """
     run = _Run(list(jobs), [j.seed if j.seed is not None else random.SystemRandom().randrange(2**31) for j in jobs])
     if use_server is None:
@@ -96,7 +100,7 @@ def grade(jobs: list[Job], *, workers: int | None = None, use_server: bool | Non
         use_server = not server_dir.disabled() and hasattr(socket, "SO_PEERCRED")
     if use_server:
         try:
-            _through_server(run, say)
+            _through_server(run, say, while_waiting)
         except ServerUnavailable as exc:
             say(f"grading server not used: {exc}; grading in this process")
     todo = [i for i in range(len(run.jobs)) if i not in run.answers]
@@ -139,7 +143,7 @@ def _in_process(run: _Run, todo: list[int], workers: int | None, pool: Any) -> N
 # -- through the server ----------------------------------------------------------------------------
 
 
-def _through_server(run: _Run, say: Callable[[str], None]) -> None:
+def _through_server(run: _Run, say: Callable[[str], None], while_waiting: Callable[[], None] | None = None) -> None:
     where = server_dir.place()
     why = server_dir.ensure_folder(where.folder)
     if why:
@@ -161,7 +165,7 @@ def _through_server(run: _Run, say: Callable[[str], None]) -> None:
             if conn is None:
                 raise ServerUnavailable("it started but does not accept connections")
         with conn:
-            if _exchange(conn, request, run) == "stale" and attempt == 0:
+            if _exchange(conn, request, run, while_waiting if attempt == 0 else None) == "stale" and attempt == 0:
                 start(where, say, reason="drill changed since the grading server started")
                 continue
             return
@@ -192,11 +196,14 @@ def _servable(run: _Run, where: Place, say: Callable[[str], None]) -> list[int]:
     return [i for i in everything if i not in cuda]
 
 
-def _exchange(conn: _Conn, request: dict[str, Any], run: _Run) -> str:
+def _exchange(conn: _Conn, request: dict[str, Any], run: _Run, while_waiting: Callable[[], None] | None = None) -> str:
     """Send the request and collect the answers into run.answers; "done" or "stale"."""
     order = run.sent or list(range(len(run.jobs)))  # item index -> job index
     try:
         conn.send(request)
+        wire.prepare_to_read()  # while the server grades (measured: the request went out 0.115 s after exec)
+        if while_waiting is not None:
+            while_waiting()
         while True:
             kind, payload = wire.parse_reply(conn.line(SILENCE_S), len(order))
             if kind == "alive":

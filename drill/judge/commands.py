@@ -99,7 +99,7 @@ def check(
     """`drill check` (its help is CHECK_HELP)."""
     from drill.judge.batch import expand
     from drill.judge.devices import check_choice
-    from drill.judge.runner import Limits
+    from drill.judge.limits import Limits
 
     limits = Limits(timeout_s=timeout, cpu_s=cpu_time, memory_mb=memory_mb)
     with user_errors():  # every usage problem is reported before any grading starts
@@ -238,7 +238,14 @@ def _grade(jobs: list, opts: dict, *, workers: int | None = None, pool=None) -> 
     use_server = opts.get("use_server")
     options = {k: v for k, v in opts.items() if k != "use_server"}
     return grade([Job(f, ex, **{**options, "in_model": in_model}) for f, ex, in_model in jobs], workers=workers,
-                 use_server=use_server, pool=pool)
+                 use_server=use_server, pool=pool, while_waiting=_load_renderer)
+
+
+def _load_renderer() -> None:
+    """The report, the summary table and the progress store: imported while the server grades (see _grade)."""
+    import drill.judge.batch
+    import drill.judge.report
+    import drill.store  # noqa: F401
 
 
 def _spinner(text: str, quiet: bool):
@@ -270,13 +277,13 @@ def _grade_items(
 
     `summary` forces the table for a single file too (it came from a folder).
     """
-    from drill.judge.report import render
-
     if len(items) == 1 and not summary:
         f, ex = items[0]
         with user_errors(), _spinner(f"grading {f.name} …", quiet):
             result = _grade([(f, ex, opts["in_model"])], opts)[0]
         if not quiet:
+            from drill.judge.report import render  # after the request: see _load_renderer
+
             render(result, out, verbose=verbose)
         return [result]
     return _grade_many(items, opts, out, verbose=verbose, quiet=quiet, jobs=jobs)
@@ -285,9 +292,7 @@ def _grade_items(
 def _grade_many(items: list, opts: dict, out: Console, *, verbose: bool, quiet: bool, jobs: int | None) -> list:
     import time
 
-    from drill.judge.batch import summary_table
     from drill.judge.registry import resolve_exercise
-    from drill.judge.report import render
 
     t0 = time.monotonic()
     with user_errors():
@@ -297,6 +302,9 @@ def _grade_many(items: list, opts: dict, out: Console, *, verbose: bool, quiet: 
             results = _grade(todo, opts, workers=jobs)
     if quiet:
         return results
+    from drill.judge.batch import summary_table  # after the request: see _load_renderer
+    from drill.judge.report import render
+
     for r in results:
         if verbose or r.status != "pass" or r.advisories:
             render(r, out, verbose=verbose)

@@ -56,6 +56,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from drill.judge.limits import Limits
+
 CHILD_SCRIPT = Path(__file__).with_name("child.py")
 # The driver and its torch-only siblings, copied next to every run (the child never imports drill), as
 # paths relative to this folder: audit.py loads the shared storage counter from its own folder there.
@@ -123,16 +125,6 @@ def child_env(token: str) -> dict[str, str]:
     env[TOKEN_VAR] = token
     env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     return env
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Resource limits for one graded run (the CLI's --timeout/--cpu-time/--memory-mb)."""
-
-    timeout_s: float = 60.0
-    cpu_s: float = 60.0
-    memory_mb: int = 2048
-    processes: int = 64  # RLIMIT_NPROC inside the sandbox's user namespace (not enforceable for root without it)
 
 
 @dataclass

@@ -29,12 +29,14 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from drill.judge.check import Result, TestResult
 from drill.judge.devices import CHOICES as DEVICES
-from drill.judge.runner import Limits
-from drill.judge.spec import Diagnosis
+from drill.judge.limits import Limits
+
+if TYPE_CHECKING:
+    from drill.judge.check import Result
+
 
 VERSION = 2  # 2: items carry the device, results the device and reference backend (issue 17)
 MAX_LINE_BYTES = 32 * 2**20  # one result line; a result with every test is far below this
@@ -169,8 +171,18 @@ def result_to_wire(result: Result) -> dict[str, Any]:
     }
 
 
+def prepare_to_read() -> None:
+    """Import what reading a result takes (check's and spec's dataclasses, ~10 ms): a client calls it once its
+    request is sent, so that work overlaps the server's grading instead of delaying the request."""
+    import drill.judge.check
+    import drill.judge.spec  # noqa: F401
+
+
 def result_from_wire(doc: Any) -> Result:
     """A `Result` rebuilt from the server's document; WireError if any field is missing or mistyped."""
+    from drill.judge.check import Result, TestResult
+    from drill.judge.spec import Diagnosis
+
     _keys(doc, {"exercise", "file", "status", "seed", "tests", "diagnosis", "diagnosis_detail", "diagnosis_partial",
                 "advisories", "audit", "elapsed_s", "output_tail", "layers", "unmeasured", "device",
                 "reference_backend"}, set(), "result")
