@@ -170,8 +170,9 @@ def check_file(
         spec = registry.load_spec(name)
         from drill.judge.specs._common import one_thread
 
-        cases = _expected_cases(spec, seed, dev, result)
+        cases = _drawn_cases(spec, seed, dev)
         with one_thread():  # the parent's tensors are tiny: a busy OpenMP pool only adds waits (see one_thread)
+            unit = list(cases)
             if in_model:
                 from drill.judge.inmodel import cases_for
 
@@ -183,6 +184,11 @@ def check_file(
             if audit and spec.audit:
                 job["audit"] = dict(spec.audit)
             child.send(job, tensors)
+        # The expectations are computed while the child runs the learner's code: nothing the child is sent
+        # depends on them (tests/test_judge_contract.py checks that), and on a folder the two workers' parents
+        # no longer hold their children back while they compute.
+        _expect_all(spec, unit, dev, result)
+        with one_thread():
             outcome = child.wait()
             result.layers = _layers(policy, outcome, hardened)
             result.device = _device_seen(outcome, dev)
@@ -206,16 +212,23 @@ def _refused(result: Result, kind: str, detail: str, policy: bool) -> None:
                      "kernels": "not run", "sandbox": "not run", "parent": ""}
 
 
-def _expected_cases(spec: Any, seed: int, dev: str, result: Result) -> list[Any]:
-    """The seed's hidden tests with their expectations from the reference on `dev`, each case's reference time
-    kept (the 'slow' advisory compares the learner's CPU time with it) and the backends that ran recorded."""
+def _drawn_cases(spec: Any, seed: int, dev: str) -> list[Any]:
+    """The seed's hidden tests, inputs only (their expectations come from `_expect_all`)."""
+    from drill.judge.specs._common import one_thread, reference_device
+
+    with one_thread(), reference_device(dev):
+        return spec.make_cases(seed)
+
+
+def _expect_all(spec: Any, cases: list[Any], dev: str, result: Result) -> None:
+    """Every case's expectations from the reference on `dev`, each case's reference time kept (the 'slow'
+    advisory compares the learner's CPU time with it) and the backends that ran recorded."""
     from drill.judge import devices
     from drill.judge import spec as spec_module
     from drill.judge.specs._common import one_thread, reference_device
     from drill.reference.backend import kernel_log
 
     with one_thread(), reference_device(dev), kernel_log() as kernels:
-        cases = spec.make_cases(seed)
         fallback = 0
         for case in cases:
             t_ref = spec_module.reference_clock()
@@ -223,7 +236,6 @@ def _expected_cases(spec: Any, seed: int, dev: str, result: Result) -> list[Any]
             case.reference_s = spec_module.reference_clock() - t_ref
     result.reference_backend = devices.kernel_summary(kernels, fallback)
     result.device = dev
-    return cases
 
 
 def _expect(spec: Any, case: Any, dev: str) -> int:
