@@ -29,7 +29,38 @@ os.environ["DRILL_HOME"] = os.path.join(_RUNTIME, "home")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    for pool in _FORK_SERVERS:
+        pool.close()
     shutil.rmtree(_RUNTIME, ignore_errors=True)
+
+
+_FORK_SERVERS: list = []
+
+
+def shared_fork_servers(n: int) -> list:
+    """This test process's first `n` fork servers (runner.ChildPool), started on first use and shared by every
+    module that grades files with the default environment: each costs a torch import (~1 s of CPU), which a
+    module of its own, or each exercise of the fixture tests, used to pay again. Sharing changes no verdict:
+    every graded run is a fresh fork with its own sandbox, and a run that kills its fork server makes the
+    pool start a new one. A test that changes the zygote's environment (DRILL_SANDBOX, the Triton
+    interpreter) or attacks the fork server keeps one of its own."""
+    from drill.judge.runner import ChildPool
+
+    while len(_FORK_SERVERS) < n:
+        _FORK_SERVERS.append(ChildPool())
+    return _FORK_SERVERS[:n]
+
+
+@pytest.fixture(scope="session")
+def fork_server():
+    """One shared fork server (see shared_fork_servers)."""
+    return shared_fork_servers(1)[0]
+
+
+@pytest.fixture(scope="session")
+def fork_server_pair() -> list:
+    """Two shared fork servers, for grading a batch side by side (see shared_fork_servers)."""
+    return shared_fork_servers(2)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -103,15 +134,16 @@ def verdicts_over_seeds():
     For the spec tests that check a few fixtures on more seeds than test_judge_fixtures.py's one.
     """
     from drill.judge.check import check_file
-    from drill.judge.runner import ChildPool, Limits
+    from drill.judge.runner import Limits
 
-    with ChildPool() as pool:
-        def grade(exercise: str, path: Path, seeds) -> list[tuple]:
-            out = []
-            for seed in seeds:
-                r = check_file(path, exercise, seed, Limits(timeout_s=60, cpu_s=60), pool=pool)
-                got = "pass" if r.status == "pass" else r.diagnosis.id
-                out.append((seed, got, r.diagnosis_partial, r.diagnosis_detail))
-            return out
+    pool = shared_fork_servers(1)[0]
 
-        yield grade
+    def grade(exercise: str, path: Path, seeds) -> list[tuple]:
+        out = []
+        for seed in seeds:
+            r = check_file(path, exercise, seed, Limits(timeout_s=60, cpu_s=60), pool=pool)
+            got = "pass" if r.status == "pass" else r.diagnosis.id
+            out.append((seed, got, r.diagnosis_partial, r.diagnosis_detail))
+        return out
+
+    return grade

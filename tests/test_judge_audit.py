@@ -18,7 +18,7 @@ import torch
 
 from drill.judge import audit, chain
 from drill.judge.check import check_file
-from drill.judge.runner import ChildPool, Limits
+from drill.judge.runner import Limits
 from drill.judge.specs import gqa, kv_cache
 
 SOLUTIONS = Path(__file__).parent / "fixtures" / "solutions"
@@ -129,16 +129,16 @@ def test_malformed_measurements_do_not_crash() -> None:
     assert "unreadable" in lines[0] and advice == [] and not measured
 
 
-def test_advisories_fail_only_under_strict() -> None:
+def test_advisories_fail_only_under_strict(fork_server) -> None:
     rep = SOLUTIONS / "gqa" / "good_repeat_interleave.py"
     lean = SOLUTIONS / "gqa" / "good_grouped_einsum.py"
     waste = SOLUTIONS / "kv_cache" / "good_recompute_inefficient.py"
-    with ChildPool() as pool:
-        plain = check_file(rep, "gqa", 2, Limits(), pool=pool)
-        strict = check_file(rep, "gqa", 2, Limits(), pool=pool, strict=True)
-        ok = check_file(lean, "gqa", 2, Limits(), pool=pool, strict=True)
-        kv = check_file(waste, "kv_cache", 2, Limits(), pool=pool, strict=True)
-        skipped = check_file(waste, "kv_cache", 2, Limits(), pool=pool, strict=True, audit=False)
+    pool = fork_server
+    plain = check_file(rep, "gqa", 2, Limits(), pool=pool)
+    strict = check_file(rep, "gqa", 2, Limits(), pool=pool, strict=True)
+    ok = check_file(lean, "gqa", 2, Limits(), pool=pool, strict=True)
+    kv = check_file(waste, "kv_cache", 2, Limits(), pool=pool, strict=True)
+    skipped = check_file(waste, "kv_cache", 2, Limits(), pool=pool, strict=True, audit=False)
     assert plain.status == "pass" and any("materialised" in line for line in plain.audit) and plain.advisories
     assert strict.status == "fail" and "--strict" in strict.diagnosis_detail
     assert ok.status == "pass" and ok.audit and not ok.advisories

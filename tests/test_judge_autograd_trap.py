@@ -91,9 +91,8 @@ POLICY_OFF_ONLY: dict[str, tuple[str, str, str]] = {
 
 
 @pytest.fixture(scope="module")
-def pool():
-    with ChildPool() as p:
-        yield p
+def pool(fork_server):
+    return fork_server
 
 
 def _file(tmp_path: Path, imports: str, call: str) -> Path:

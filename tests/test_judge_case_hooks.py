@@ -82,9 +82,8 @@ def pairdemo(monkeypatch: pytest.MonkeyPatch):
 
 
 @pytest.fixture(scope="module")
-def pool():
-    with ChildPool() as p:
-        yield p
+def pool(fork_server):
+    return fork_server
 
 
 def _grade(tmp_path: Path, source: str, pool: ChildPool):

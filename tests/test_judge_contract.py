@@ -50,9 +50,8 @@ CASES = {
 
 
 @pytest.fixture(scope="module")
-def pool():
-    with ChildPool() as p:
-        yield p
+def pool(fork_server):
+    return fork_server
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

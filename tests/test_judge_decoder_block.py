@@ -15,7 +15,7 @@ import torch
 
 from drill.judge import decoder
 from drill.judge.check import check_file
-from drill.judge.runner import ChildPool, Limits
+from drill.judge.runner import Limits
 from drill.judge.specs import decoder_block as spec
 
 SOLUTIONS = Path(__file__).parent / "fixtures" / "solutions" / "decoder_block"
@@ -67,14 +67,14 @@ def test_the_graded_block_is_cut_from_the_decoder_the_child_gets() -> None:
 
 
 @pytest.fixture(scope="module")
-def in_model() -> dict:
-    with ChildPool() as pool:
-        return {
-            "good": check_file(SOLUTIONS / "good_meta_complex_polar.py", "decoder_block", 6, LIMITS, pool=pool,
-                               in_model=True),
-            "bug": check_file(SOLUTIONS / "bug_block_post_norm__norm_after_add.py", "decoder_block", 6, LIMITS,
-                              pool=pool, in_model=True),
-        }
+def in_model(fork_server) -> dict:
+    pool = fork_server
+    return {
+        "good": check_file(SOLUTIONS / "good_meta_complex_polar.py", "decoder_block", 6, LIMITS, pool=pool,
+                           in_model=True),
+        "bug": check_file(SOLUTIONS / "bug_block_post_norm__norm_after_add.py", "decoder_block", 6, LIMITS,
+                          pool=pool, in_model=True),
+    }
 
 
 def test_a_good_block_passes_as_every_layer_of_the_decoder(in_model: dict) -> None:

@@ -67,9 +67,10 @@ class Graded:
     side by side, so torch is imported twice per worker, not once per file.
     """
 
-    def __init__(self, selected: set[Path] | None = None) -> None:
+    def __init__(self, selected: set[Path] | None = None, pools: list | None = None) -> None:
         self.results: dict[Path, object] = {}
         self.selected = selected  # the files this session's selected tests ask for (-k, -m); None = all
+        self.pools = pools  # two fork servers (conftest's shared pair); None: two of its own per batch
 
     def __getitem__(self, path: Path) -> object:
         if path not in self.results:
@@ -80,21 +81,23 @@ class Graded:
     def grade(self, paths: list[Path]) -> dict[Path, object]:
         todo = [p for p in paths if p not in self.results and registry.is_graded(p.parent.name) and _here(p)]
         if todo:
-            def batch(part: list[Path]) -> dict[Path, object]:
+            def batch(which: int, part: list[Path]) -> dict[Path, object]:
+                if self.pools is not None:
+                    return {p: check_file(p, p.parent.name, SEED, LIMITS, pool=self.pools[which]) for p in part}
                 with ChildPool() as pool:
                     return {p: check_file(p, p.parent.name, SEED, LIMITS, pool=pool) for p in part}
 
             with ThreadPoolExecutor(max_workers=2) as ex:
-                for part in ex.map(batch, [todo[0::2], todo[1::2]]):
+                for part in ex.map(batch, (0, 1), [todo[0::2], todo[1::2]]):
                     self.results.update(part)
         return {p: self.results[p] for p in paths}
 
 
 @pytest.fixture(scope="module")
-def graded(request: pytest.FixtureRequest) -> Graded:
+def graded(request: pytest.FixtureRequest, fork_server_pair: list) -> Graded:
     selected = {item.callspec.params["path"] for item in request.session.items
                 if getattr(item, "callspec", None) is not None and isinstance(item.callspec.params.get("path"), Path)}
-    return Graded(selected or None)
+    return Graded(selected or None, fork_server_pair)
 
 
 def _first_of_each_kind() -> set[Path]:
@@ -204,15 +207,14 @@ def test_a_wrong_output_dtype_keeps_the_output_wording(name: str, graded: Graded
     assert "cache" not in doc["why"] + doc["fix"], doc
 
 
-def test_starter_files_fail_not_implemented() -> None:
-    with ChildPool() as pool:
-        for name in registry.SPECS:
-            if not registry.device_available(registry.entry(name)):
-                continue  # a CUDA-only exercise here: check_file refuses it in one line (tests/test_triton_rmsnorm.py)
-            result = check_file(exercises_dir() / f"{name}.py", name, SEED, LIMITS, pool=pool)
-            assert result.status == "fail", name
-            assert result.diagnosis is not None and result.diagnosis.id == "not_implemented", name
-            assert result.passed == 0, name
+def test_starter_files_fail_not_implemented(fork_server) -> None:
+    for name in registry.SPECS:
+        if not registry.device_available(registry.entry(name)):
+            continue  # a CUDA-only exercise here: check_file refuses it in one line (tests/test_triton_rmsnorm.py)
+        result = check_file(exercises_dir() / f"{name}.py", name, SEED, LIMITS, pool=fork_server)
+        assert result.status == "fail", name
+        assert result.diagnosis is not None and result.diagnosis.id == "not_implemented", name
+        assert result.passed == 0, name
 
 
 def test_every_graded_exercise_has_good_and_bug_fixtures() -> None:

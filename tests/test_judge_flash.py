@@ -170,9 +170,8 @@ def flash_attention(q, k, v, causal=False):
 
 
 @pytest.fixture(scope="module")
-def pool():
-    with ChildPool() as p:
-        yield p
+def pool(fork_server):
+    return fork_server
 
 
 @pytest.mark.parametrize("kernel", sorted(KERNEL_CALLS))

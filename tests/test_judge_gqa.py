@@ -15,7 +15,7 @@ import torch
 
 from drill.judge.check import check_file
 from drill.judge.compare import compare
-from drill.judge.runner import ChildPool, Limits
+from drill.judge.runner import Limits
 from drill.judge.specs import gqa
 
 SOLUTIONS = Path(__file__).parent / "fixtures" / "solutions" / "gqa"
@@ -61,10 +61,10 @@ def test_strict_mask_variant_leaves_the_blind_first_row_out_of_matching() -> Non
     assert torch.isfinite(out[:, 1:]).all()
 
 
-def test_grads_are_compared_through_the_child() -> None:
-    with ChildPool() as pool:
-        good = check_file(SOLUTIONS / "good_fold_group_rows.py", "gqa", 8, Limits(), pool=pool)
-        detached = check_file(SOLUTIONS / "bug_grad_broken__detach_weights.py", "gqa", 8, Limits(), pool=pool)
+def test_grads_are_compared_through_the_child(fork_server) -> None:
+    pool = fork_server
+    good = check_file(SOLUTIONS / "good_fold_group_rows.py", "gqa", 8, Limits(), pool=pool)
+    detached = check_file(SOLUTIONS / "bug_grad_broken__detach_weights.py", "gqa", 8, Limits(), pool=pool)
     assert good.status == "pass", good.diagnosis_detail
     assert detached.status == "fail" and detached.diagnosis.id == "grad_broken"
     assert any("gradient" in t.message for t in detached.tests if t.status == "fail")

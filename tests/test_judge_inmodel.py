@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from drill.cli import app
 from drill.judge import decoder, inmodel, registry
 from drill.judge.check import check_file
-from drill.judge.runner import ChildPool, Limits
+from drill.judge.runner import Limits
 
 SOLUTIONS = Path(__file__).parent / "fixtures" / "solutions"
 GOOD = {
@@ -50,18 +50,18 @@ class RMSNorm(nn.Module):
 
 
 @pytest.fixture(scope="module")
-def results(tmp_path_factory: pytest.TempPathFactory):
+def results(tmp_path_factory: pytest.TempPathFactory, fork_server):
     decode_only = tmp_path_factory.mktemp("inmodel") / "rmsnorm.py"
     decode_only.write_text(DECODE_ONLY_BUG)
-    with ChildPool() as pool:
-        good = {ex: check_file(SOLUTIONS / ex / f, ex, 6, Limits(), pool=pool, in_model=True) for ex, f in GOOD.items()}
-        bug = check_file(SOLUTIONS / "kv_cache" / "bug_kv_mask_top_left__tril_rectangle.py", "kv_cache", 6, Limits(),
-                         pool=pool, in_model=True)
-        only = check_file(decode_only, "rmsnorm", 6, Limits(), pool=pool, in_model=True)
-        both = check_file(SOLUTIONS / "rope" / "bug_rope_sign_flipped__rotate_half.py", "rope", 6, Limits(), pool=pool,
-                          in_model=True)
-        interleaved = check_file(SOLUTIONS / "kv_cache" / "good_meta_interleaved_declared.py", "kv_cache", 6, Limits(),
-                                 pool=pool, in_model=True)
+    pool = fork_server
+    good = {ex: check_file(SOLUTIONS / ex / f, ex, 6, Limits(), pool=pool, in_model=True) for ex, f in GOOD.items()}
+    bug = check_file(SOLUTIONS / "kv_cache" / "bug_kv_mask_top_left__tril_rectangle.py", "kv_cache", 6, Limits(),
+                     pool=pool, in_model=True)
+    only = check_file(decode_only, "rmsnorm", 6, Limits(), pool=pool, in_model=True)
+    both = check_file(SOLUTIONS / "rope" / "bug_rope_sign_flipped__rotate_half.py", "rope", 6, Limits(), pool=pool,
+                      in_model=True)
+    interleaved = check_file(SOLUTIONS / "kv_cache" / "good_meta_interleaved_declared.py", "kv_cache", 6, Limits(),
+                             pool=pool, in_model=True)
     return good, bug, only, both, interleaved
 
 

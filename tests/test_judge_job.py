@@ -35,3 +35,27 @@ def test_the_job_does_not_depend_on_the_expectations(name: str) -> None:
         after = _snapshot(spec, cases)
         assert after[0] == before[0], f"seed {seed}: the reference changed a case's description"
         assert after[1] == before[1], f"seed {seed}: the reference changed an input tensor"
+
+
+def test_a_grader_error_while_the_child_runs_leaves_the_fork_server_in_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reference raising after the job went out (a grader bug) is that check's error; the run it started is
+    killed and its end read, so the next check on the same fork server gets its own run's verdict (an unread
+    end once made the next check report "killed by signal SIGHUP")."""
+    import dataclasses
+
+    from drill.judge.runner import ChildPool, Limits
+
+    good = Path(__file__).parent / "fixtures" / "solutions" / "rmsnorm" / registry.entry("rmsnorm").fixture
+    spec = registry.load_spec("rmsnorm")
+
+    def broken(case):
+        raise RuntimeError("reference bug")
+
+    with ChildPool() as pool:
+        monkeypatch.setattr(registry, "load_spec", lambda name: dataclasses.replace(spec, reference=broken))
+        with pytest.raises(RuntimeError, match="reference bug"):
+            check.check_file(good, "rmsnorm", 3, Limits(), pool=pool)
+        monkeypatch.undo()
+        for seed in (4, 5):
+            result = check.check_file(good, "rmsnorm", seed, Limits(), pool=pool)
+            assert result.status == "pass", (result.diagnosis_detail, result.layers)

@@ -16,7 +16,7 @@ import torch
 
 from drill.judge.check import check_file
 from drill.judge.compare import compare
-from drill.judge.runner import ChildPool, Limits
+from drill.judge.runner import Limits
 from drill.judge.specs import kv_cache
 from drill.judge.specs._kv_bugs import KV_VARIANTS, replay
 
@@ -83,23 +83,23 @@ class CachedSelfAttention(nn.Module):
 '''
 
 
-def test_module_returning_only_a_tensor_gets_wrong_type(tmp_path: Path) -> None:
+def test_module_returning_only_a_tensor_gets_wrong_type(tmp_path: Path, fork_server) -> None:
     path = tmp_path / "kv_cache.py"
     path.write_text(BROKEN, encoding="utf-8")
-    with ChildPool() as pool:
-        result = check_file(path, None, 1, Limits(), pool=pool)
+    pool = fork_server
+    result = check_file(path, None, 1, Limits(), pool=pool)
     assert result.status == "fail" and result.diagnosis.id == "wrong_type"
     assert "(out, (k_all, v_all))" in result.diagnosis_detail
 
 
-def test_gradients_flow_through_the_chained_cache(tmp_path: Path) -> None:
+def test_gradients_flow_through_the_chained_cache(tmp_path: Path, fork_server) -> None:
     good = (SOLUTIONS / "good_concat_bottom_right.py").read_text(encoding="utf-8")
     detached = good.replace("out = scores.softmax(dim=-1) @ v_rep", "out = scores.softmax(dim=-1).detach() @ v_rep")
     assert detached != good
     (tmp_path / "kv_cache.py").write_text(detached, encoding="utf-8")
-    with ChildPool() as pool:
-        ok = check_file(SOLUTIONS / "good_token_loop.py", "kv_cache", 12, Limits(), pool=pool)
-        bad = check_file(tmp_path / "kv_cache.py", None, 12, Limits(), pool=pool)
+    pool = fork_server
+    ok = check_file(SOLUTIONS / "good_token_loop.py", "kv_cache", 12, Limits(), pool=pool)
+    bad = check_file(tmp_path / "kv_cache.py", None, 12, Limits(), pool=pool)
     assert ok.status == "pass", ok.diagnosis_detail
     assert bad.status == "fail" and bad.diagnosis.id == "grad_broken"
 

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 from drill.judge import audit
 from drill.judge.check import check_file
-from drill.judge.runner import ChildPool, Limits
+from drill.judge.runner import Limits
 from drill.judge.specs import moe as spec
 from drill.judge.specs._moe_bugs import moe_variant
 
@@ -130,16 +130,16 @@ class MoE(nn.Module):
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory: pytest.TempPathFactory) -> dict:
+def graded(tmp_path_factory: pytest.TempPathFactory, fork_server) -> dict:
     no_matmul = tmp_path_factory.mktemp("moe") / "moe.py"
     no_matmul.write_text(NO_MATMUL)
-    with ChildPool() as pool:
-        return {
-            "good": check_file(GOOD, "moe", 7, LIMITS, pool=pool, strict=True),
-            "dense": check_file(DENSE, "moe", 7, LIMITS, pool=pool),
-            "dense_strict": check_file(DENSE, "moe", 7, LIMITS, pool=pool, strict=True),
-            "no_matmul": check_file(no_matmul, "moe", 7, LIMITS, pool=pool, strict=True),
-        }
+    pool = fork_server
+    return {
+        "good": check_file(GOOD, "moe", 7, LIMITS, pool=pool, strict=True),
+        "dense": check_file(DENSE, "moe", 7, LIMITS, pool=pool),
+        "dense_strict": check_file(DENSE, "moe", 7, LIMITS, pool=pool, strict=True),
+        "no_matmul": check_file(no_matmul, "moe", 7, LIMITS, pool=pool, strict=True),
+    }
 
 
 def test_a_routed_layer_passes_strict_with_its_flops_next_to_the_minimum(graded: dict) -> None:

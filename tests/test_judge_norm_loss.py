@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 from drill.cli import app
 from drill.judge.check import check_file
 from drill.judge.compare import compare
-from drill.judge.runner import ChildPool, Limits
+from drill.judge.runner import Limits
 from drill.judge.spec import FORBIDDEN_CROSS_ENTROPY, FORBIDDEN_LAYER_NORM, FORBIDDEN_NORM
 from drill.judge.specs import cross_entropy as ce
 from drill.judge.specs import layernorm as ln
@@ -312,17 +312,16 @@ def _accepted(path: Path) -> set[str]:
 
 
 @pytest.mark.slow
-def test_no_verdict_flips_across_seeds() -> None:
+def test_no_verdict_flips_across_seeds(fork_server_pair: list) -> None:
     """Every fixture of both exercises keeps its verdict on four more seeds (two fork servers side by side)."""
     jobs = [(p, s) for s in SWEEP_SEEDS for p in FILES]
     limits = Limits(timeout_s=60, cpu_s=60, memory_mb=2048)
 
-    def grade(part):
-        with ChildPool() as pool:
-            return [(p, s, check_file(p, p.parent.name, s, limits, pool=pool)) for p, s in part]
+    def grade(pool, part):
+        return [(p, s, check_file(p, p.parent.name, s, limits, pool=pool)) for p, s in part]
 
     with ThreadPoolExecutor(max_workers=2) as ex:
-        results = [r for part in ex.map(grade, [jobs[0::2], jobs[1::2]]) for r in part]
+        results = [r for part in ex.map(grade, fork_server_pair, [jobs[0::2], jobs[1::2]]) for r in part]
     flipped = []
     for path, seed, result in results:
         got = "pass" if result.status == "pass" else (result.diagnosis.id if result.diagnosis else None)

@@ -27,9 +27,8 @@ PAIRS = {
 
 
 @pytest.fixture(scope="module")
-def pool():
-    with ChildPool() as p:
-        yield p
+def pool(fork_server):
+    return fork_server
 
 
 @pytest.mark.slow

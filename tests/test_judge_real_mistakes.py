@@ -22,7 +22,7 @@ from drill.judge import registry
 from drill.judge.check import check_file
 from drill.judge.compare import compare
 from drill.judge.diagnose import again_check
-from drill.judge.runner import ChildPool, Limits
+from drill.judge.runner import Limits
 from drill.judge.spec import Tolerance
 
 SOLUTIONS = Path(__file__).parent / "fixtures" / "solutions"
@@ -74,7 +74,7 @@ def test_a_second_call_that_disagrees_fails_the_case_even_when_the_first_was_rig
 
 
 @pytest.fixture(scope="module")
-def graded() -> dict[str, object]:
+def graded(fork_server) -> dict[str, object]:
     files = [
         "mha/bug_nondeterministic__nanogpt_dropout.py",
         "attention/bug_mask_inverted__two_bugs_mask_none_unhandled.py",
@@ -83,8 +83,8 @@ def graded() -> dict[str, object]:
         "kv_cache/bug_rope_convention_swapped__meta_undeclared.py",
         "gqa/bug_missing_scale__two_bugs_gqa_tiled_kv.py",
     ]
-    with ChildPool() as pool:
-        return {f: check_file(SOLUTIONS / f, f.split("/")[0], SEED, Limits(), pool=pool) for f in files}
+    pool = fork_server
+    return {f: check_file(SOLUTIONS / f, f.split("/")[0], SEED, Limits(), pool=pool) for f in files}
 
 
 def test_dropout_is_named_from_the_two_identical_calls(graded) -> None:

@@ -25,9 +25,8 @@ SEEDS = (0, 1, 7, 20261129)
 
 
 @pytest.fixture(scope="module")
-def pool():
-    with ChildPool() as p:
-        yield p
+def pool(fork_server):
+    return fork_server
 
 
 @pytest.mark.parametrize("seed", SEEDS)

@@ -19,7 +19,7 @@ import torch
 from drill.judge import registry
 from drill.judge.check import _tolerance_of, check_file
 from drill.judge.compare import compare
-from drill.judge.runner import ChildPool, Limits
+from drill.judge.runner import Limits
 from drill.judge.spec import Tolerance
 from drill.judge.specs import sampling
 from drill.judge.specs._sampling_bugs import SAMPLING_VARIANTS, pipeline
@@ -132,9 +132,8 @@ def test_the_defaults_come_from_the_index() -> None:
 
 
 @pytest.fixture(scope="module")
-def pool():
-    with ChildPool() as p:
-        yield p
+def pool(fork_server):
+    return fork_server
 
 
 @pytest.mark.slow

@@ -21,7 +21,6 @@ from test_judge_fixtures import FILES, LIMITS, SEED, _accepted
 
 from drill.judge import registry
 from drill.judge.check import check_file
-from drill.judge.runner import ChildPool
 
 SEEDS = tuple(int(s) for s in os.environ.get("DRILL_STABILITY_SEEDS", "11,2027,424242").split(","))
 
@@ -33,19 +32,18 @@ def _verdict(result) -> tuple[str, bool]:
 
 
 @pytest.mark.slow
-def test_every_fixture_keeps_its_verdict_and_name_across_seeds() -> None:
+def test_every_fixture_keeps_its_verdict_and_name_across_seeds(fork_server_pair: list) -> None:
     assert SEED not in SEEDS  # other seeds than the fixture test's
     # A CUDA-only exercise is graded here only through Triton's interpreter (DRILL_TRITON_INTERPRET=1).
     todo = [p for p in FILES if registry.is_graded(p.parent.name)
             and registry.device_available(registry.entry(p.parent.name))]
 
-    def grade(paths: list[Path]) -> dict[Path, list[tuple[str, bool]]]:
-        with ChildPool() as pool:
-            return {p: [_verdict(check_file(p, p.parent.name, s, LIMITS, pool=pool)) for s in SEEDS] for p in paths}
+    def grade(pool, paths: list[Path]) -> dict[Path, list[tuple[str, bool]]]:
+        return {p: [_verdict(check_file(p, p.parent.name, s, LIMITS, pool=pool)) for s in SEEDS] for p in paths}
 
     verdicts: dict[Path, list[tuple[str, bool]]] = {}
     with ThreadPoolExecutor(max_workers=2) as ex:
-        for part in ex.map(grade, [todo[0::2], todo[1::2]]):
+        for part in ex.map(grade, fork_server_pair, [todo[0::2], todo[1::2]]):
             verdicts.update(part)
     name = lambda p: f"{p.parent.name}/{p.name}"  # noqa: E731
     unstable = {name(p): v for p, v in verdicts.items() if len(set(v)) > 1}

@@ -52,3 +52,34 @@ def test_a_zombie_orphan_is_reaped_not_reported() -> None:
     assert pid in runner._children_of_self()
     assert runner._orphans() == []
     assert pid not in runner._children_of_self()  # reaped
+
+
+def test_a_process_being_started_is_never_taken_for_an_orphan() -> None:
+    """A fork server starting on one grading thread while another thread sweeps for a graded run's orphans (a
+    child of ours in a session of its own that we did not register) must not be swept: it is registered in the
+    same step that starts it (runner.spawn_own), and the sweep lists children under the same lock."""
+    import threading
+
+    from drill.judge import runner
+
+    seen: set[int] = set()
+    started: list = []
+    stop = threading.Event()
+
+    def sweep() -> None:
+        while not stop.is_set():
+            seen.update(runner._orphans())
+
+    sweeper = threading.Thread(target=sweep)
+    sweeper.start()
+    try:
+        for _ in range(40):
+            started.append(runner.spawn_own(["sleep", "30"], start_new_session=True))
+    finally:
+        stop.set()
+        sweeper.join()
+        for proc in started:
+            proc.kill()
+            proc.wait()
+            runner._own(proc.pid, add=False)
+    assert len(started) == 40 and not seen & {p.pid for p in started}

@@ -19,7 +19,7 @@ from typing import Any
 from drill.errors import UserError
 from drill.judge import registry
 from drill.judge.runner import Limits
-from drill.judge.source import clip, read_source
+from drill.judge.source import clip, parse, read_source
 
 STATUS_PASS, STATUS_FAIL, STATUS_ERROR = "pass", "fail", "error"
 
@@ -300,7 +300,7 @@ def _no_code(source: str) -> str:
 
     if not source.strip():
         return "the file is empty"
-    body = ast.parse(source).body
+    body = parse(source).body
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
             and isinstance(body[0].value.value, str):
         body = body[1:]  # a module docstring alone is no code

@@ -327,18 +327,17 @@ def start(where: Place, say: Callable[[str], None] | None, *, reason: str = "",
     cmd = [sys.executable, "-m", "drill.judge.server", "--folder", str(where.folder), "--key", where.key,
            "--idle-minutes", f"{idle:g}", "--ready-fd", str(write_fd)]
     try:
+        from drill.judge.runner import spawn_own  # never taken for a graded run's orphan by our own sweeps
+
         with log:
-            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
-                                    pass_fds=(write_fd,), cwd=str(where.folder), env=env, start_new_session=True,
-                                    close_fds=True)
+            proc = spawn_own(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
+                             pass_fds=(write_fd,), cwd=str(where.folder), env=env, start_new_session=True,
+                             close_fds=True)
     except OSError as exc:
         os.close(read_fd)
         raise ServerUnavailable(f"cannot start it ({exc.strerror})") from None
     finally:
         os.close(write_fd)
-    from drill.judge.runner import _own
-
-    _own(proc.pid)  # never taken for a graded run's orphan by this process's own sweeps
     _SPAWNED.append(proc)
     answer = _ready_line(read_fd, proc)
     word, _, rest = answer.partition(" ")

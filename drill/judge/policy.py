@@ -41,7 +41,7 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
-from drill.judge.source import clip
+from drill.judge.source import clip, parse
 
 # Modules a solution may import (a submodule of an allowed package is allowed when listed).
 ALLOWED_IMPORTS: tuple[str, ...] = (
@@ -398,7 +398,7 @@ def check_source(source: str, filename: str = "<learner>", extra: tuple[str, ...
 
     `extra`: the exercise's additional packages (`EXTRA_IMPORTS` keys, the index entry's `imports`).
     """
-    tree = ast.parse(source, filename=filename)
+    tree = parse(source, filename)
     nodes = list(ast.walk(tree))  # one walk for the four passes over the whole file (each was its own walk)
     lines = source.splitlines()
     skip_main = not _rebinds_name(nodes)

@@ -36,6 +36,7 @@ from drill.judge.runner import (
     _prepare_run,
     child_env,
     copy_driver,
+    spawn_own,
 )
 
 
@@ -54,6 +55,7 @@ class ChildPool:
     def __init__(self) -> None:
         self.token = uuid.uuid4().hex
         self.proc: subprocess.Popen | None = None
+        self.buf = b""  # what was read from the fork server past the last full line (it outlives each run)
         self.home = Path(tempfile.mkdtemp(prefix="drill-pool-"))
         self.entry = copy_driver(self.home / "driver")
         # How a finished run's folder goes: at once here; the grading server hands it to a background
@@ -63,7 +65,7 @@ class ChildPool:
     def _ensure(self) -> subprocess.Popen:
         if self.proc is None or self.proc.poll() is not None:
             env = child_env(self.token)
-            self.proc = subprocess.Popen(
+            self.proc = spawn_own(
                 _grader_command(self.entry, [], "--zygote"),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
@@ -72,7 +74,6 @@ class ChildPool:
                 start_new_session=True,
                 close_fds=True,
             )
-            _own(self.proc.pid)
         return self.proc
 
     def child(self, limits: Limits, learner: Path | None = None) -> PooledChild:
@@ -88,6 +89,7 @@ class ChildPool:
         if self.proc is not None:
             _own(self.proc.pid, add=False)
         self.proc = None
+        self.buf = b""
 
     def __enter__(self) -> ChildPool:
         return self
@@ -117,7 +119,6 @@ class PooledChild(Child):
             self.spec = sandbox.spec(self.root / "newroot", pool.entry.parent, self.workdir, self.learner_copy,
                                      limits.timeout_s + 10.0)
         self.pid: int | None = None
-        self._buf = b""
 
     def use_device(self, device: str) -> None:
         """A forked run enters its sandbox when its job arrives: on CUDA the spec gains the GPU's nodes and /sys.
@@ -153,10 +154,15 @@ class PooledChild(Child):
             self.pool.close()
             self.sent = time.monotonic()
             return
+        deadline = time.monotonic() + STARTUP_GRACE_S
         reply = self._line(STARTUP_GRACE_S)
+        while reply is not None and "exit" in reply:  # an earlier run's end that nobody read (see cleanup)
+            reply = self._line(max(0.0, deadline - time.monotonic()))
         self.sent = time.monotonic()  # the fork server may still have been importing torch: not the learner's time
         if reply is not None and isinstance(reply.get("pid"), int):
             self.pid = int(reply["pid"])
+        else:  # the fork server is out of step or stuck: start afresh for the next run
+            self.pool.close()
 
     def _line(self, timeout: float) -> dict[str, Any] | None:
         """Next JSON line from the zygote, or None on timeout/EOF."""
@@ -165,7 +171,7 @@ class PooledChild(Child):
             return None
         fd = zyg.stdout.fileno()
         deadline = time.monotonic() + timeout
-        while b"\n" not in self._buf:
+        while b"\n" not in self.pool.buf:
             left = deadline - time.monotonic()
             if left <= 0:
                 return None
@@ -175,8 +181,8 @@ class PooledChild(Child):
             chunk = os.read(fd, 65536)
             if not chunk:
                 return None
-            self._buf += chunk
-        line, self._buf = self._buf.split(b"\n", 1)
+            self.pool.buf += chunk
+        line, self.pool.buf = self.pool.buf.split(b"\n", 1)
         try:
             value = json.loads(line)
         except (ValueError, RecursionError):
@@ -189,8 +195,9 @@ class PooledChild(Child):
 
     def wait(self) -> RunOutcome:
         killed_for = None
-        if self.pid is None:
-            self._returncode = -1
+        if self.pid is None:  # the fork server never said it forked the run: nothing ran
+            self._returncode = 70
+            killed_for = "startup"
         while self.pid is not None and self._returncode is None:
             reply = self._line(POLL_S)
             if reply is not None and reply.get("exit") == self.pid:
@@ -234,7 +241,15 @@ class PooledChild(Child):
 
     def cleanup(self) -> None:
         if self._returncode is None and self.pid is not None:
+            # Never waited for (the grader raised while it ran): kill it and read its end, so the next run's
+            # pid is what the next `send` reads; a fork server that does not say so is started afresh.
             self._kill_group()
+            end = self._line(10.0)
+            while end is not None and end.get("exit") != self.pid:
+                end = self._line(10.0)
+            if end is None:
+                self.pool.close()
+            self._returncode = -int(signal.SIGKILL)
         self._kill_escaped()
         if not self._out.closed:
             self._out.close()

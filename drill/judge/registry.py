@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -222,11 +223,24 @@ def is_graded(name: str) -> bool:
     return name in SPECS
 
 
+_LOADING = threading.Lock()
+
+
 def load_spec(name: str):
-    """The Spec of a graded exercise (imports torch and the reference)."""
+    """The Spec of a graded exercise (imports torch and the whole reference package).
+
+    Serialised, and the reference package imported whole first: two grading
+    threads importing `drill.reference` (whose __init__ imports its
+    submodules) and one of its submodules at the same moment can trip
+    Python's import deadlock detection, which failed a check with
+    KeyError: 'drill.reference' (seen with `drill check DIR`'s two workers
+    on their first files).
+    """
     if name not in SPECS:
         raise UserError(_unknown(name, list(SPECS), "graded exercise"))
-    return importlib.import_module(SPECS[name]).SPEC
+    with _LOADING:
+        import drill.reference  # noqa: F401 - see above
+        return importlib.import_module(SPECS[name]).SPEC
 
 
 def resolve_exercise(path: Path, exercise: str | None) -> str:

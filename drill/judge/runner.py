@@ -66,7 +66,7 @@ DRIVER_FILES = ("child.py", "chain.py", "audit.py", "tiling.py", "sandbox_child.
 INPUTS = "inputs.bin"  # the case inputs (drill/judge/tensor_file.py), in the protocol folder
 WORK_CAP_BYTES = 512 * 2**20  # the protocol and scratch folders (outputs, printed output, files) of one run, together
 _OWN_PIDS: set[int] = set()  # processes this module started on purpose (children, fork servers)
-_OWN_LOCK = threading.Lock()
+_OWN_LOCK = threading.RLock()
 
 
 def copy_driver(dest: Path) -> Path:
@@ -83,6 +83,20 @@ def copy_driver(dest: Path) -> Path:
 def _own(pid: int, add: bool = True) -> None:
     with _OWN_LOCK:
         (_OWN_PIDS.add if add else _OWN_PIDS.discard)(pid)
+
+
+def spawn_own(cmd: list[str], **popen: Any) -> subprocess.Popen:
+    """`subprocess.Popen`, registered as this process's own before any sweep on another thread can list it.
+
+    Started first and registered after, a fork server coming up on one grading
+    thread was once taken for a graded run's orphan by another thread's sweep
+    (`_orphans`: a child of ours, in a session of its own, not registered) and
+    killed, which failed that thread's next check as "killed by SIGHUP".
+    """
+    with _OWN_LOCK:
+        proc = subprocess.Popen(cmd, **popen)
+        _OWN_PIDS.add(proc.pid)
+    return proc
 
 
 def _grader_command(script: Path, limits_args: list[str], *extra: str) -> list[str]:
@@ -202,7 +216,7 @@ class Child:
                 extra.append(f"--device={device}")  # the child initialises CUDA while the parent prepares
                 self.host_extra_mb = CUDA_HOST_MB
             cmd = _grader_command(entry, _limit_args(limits, self.host_extra_mb), *extra)
-        self.proc = subprocess.Popen(
+        self.proc = spawn_own(
             cmd,
             stdin=subprocess.PIPE,
             stdout=self._out,
@@ -212,7 +226,6 @@ class Child:
             start_new_session=True,
             close_fds=True,
         )
-        _own(self.proc.pid)
 
     def _init_state(self) -> None:
         self._returncode: int | None = None
@@ -535,9 +548,10 @@ def _children_of_self() -> set[int]:
 def _orphans() -> list[int]:
     """Direct children of this process that no Child/ChildPool started: descendants of a graded run that
     were re-parented here (this process is a child subreaper) — a helper started with env={} included."""
-    with _OWN_LOCK:
+    with _OWN_LOCK:  # listed under the lock: a child being started (spawn_own) is registered by then
         own = set(_OWN_PIDS)
-    return sorted(p for p in _children_of_self() if p not in own and _is_python_or_unknown(p))
+        children = _children_of_self()
+    return sorted(p for p in children if p not in own and _is_python_or_unknown(p))
 
 
 def _is_python_or_unknown(pid: int) -> bool:

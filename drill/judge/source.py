@@ -11,8 +11,10 @@ Stdlib only, no torch: `drill check` calls this before anything heavy starts.
 
 from __future__ import annotations
 
+import ast
 import io
 import re
+import threading
 import tokenize
 from pathlib import Path
 
@@ -95,3 +97,13 @@ def clip(text: str, column: int | None = None, width: int = ECHO_WIDTH) -> str:
     start = max(0, min(column - 1 - width // 2, len(text) - (width - 2)))
     body = text[start : start + width - 2]
     return "…" + body + ("…" if start + width - 2 < len(text) else "")
+
+
+_PARSE_LOCK = threading.Lock()
+
+
+def parse(source: str, filename: str = "<unknown>") -> ast.Module:
+    """`ast.parse`, one thread at a time: on CPython 3.11 two threads building ASTs at once can fail one of them
+    with "SystemError: AST constructor recursion depth mismatch" (seen on `drill check DIR`'s two workers)."""
+    with _PARSE_LOCK:
+        return ast.parse(source, filename=filename)
