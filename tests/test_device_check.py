@@ -314,6 +314,8 @@ def test_a_cuda_build_blocks_every_key_the_dispatcher_lists(monkeypatch: pytest.
                                           "Autograd[alias]: registered at v.cpp\n",
     }
     monkeypatch.setattr(torch._C, "_dispatch_dump", lambda op: tables[op])
+    probe = {("aten::_scaled_dot_product_flash_attention", "CUDA"), ("aten::rms_norm", "CompositeImplicitAutograd")}
+    monkeypatch.setattr(torch._C, "_dispatch_has_kernel_for_dispatch_key", lambda op, key: (op, key) in probe)
     assert child._kernel_keys("_scaled_dot_product_flash_attention") == ["CUDA", "Meta", "Autograd", "CPU"]
     assert child._kernel_keys("rms_norm") == ["CompositeImplicitAutograd", "FuncTorchBatchedDecomposition", "CPU",
                                               "CUDA"]
@@ -340,6 +342,22 @@ def test_without_a_kernel_table_the_known_keys_are_probed_and_the_dispatch_trap_
     assert child.kernel_plan(patterns)
     leaks = child._PLANS[tuple(patterns)][1]
     assert "rms_norm" in leaks and child.needs_dispatch_trap(leaks)
+
+
+def test_a_kernel_table_that_misses_a_probed_kernel_keeps_the_dispatch_trap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A listing this code does not read right (another torch's format: here it names no key at all) is caught
+    by the probe of the known keys: the probed kernels are blocked too, and the DispatchTrap stays on."""
+    from drill.judge import child
+
+    _fresh_plans(monkeypatch)
+    monkeypatch.setattr(torch._C, "_dispatch_dump", lambda op: "name: " + op + "\nCPU -> kernel at x.cpp\n")
+    monkeypatch.setattr(torch._C, "_dispatch_has_kernel_for_dispatch_key",
+                        lambda op, key: (op, key) == ("aten::native_layer_norm", "CPU"))
+    assert child._kernel_keys("native_layer_norm") == ["CPU"] + (["CUDA"] if torch.backends.cuda.is_built() else [])
+    assert child._UNPLANNED == {"native_layer_norm"}
+    patterns = list(registry.load_spec("layernorm").forbidden)
+    child.kernel_plan(patterns)
+    assert child.needs_dispatch_trap(child._PLANS[tuple(patterns)][1])
 
 
 def test_with_the_kernel_table_no_forbidden_op_keeps_the_dispatch_trap(monkeypatch: pytest.MonkeyPatch) -> None:
