@@ -212,7 +212,7 @@ def test_starter_files_fail_not_implemented(fork_server) -> None:
         if not registry.device_available(registry.entry(name)):
             continue  # a CUDA-only exercise here: check_file refuses it in one line (tests/test_triton_rmsnorm.py)
         result = check_file(exercises_dir() / f"{name}.py", name, SEED, LIMITS, pool=fork_server)
-        assert result.status == "fail", name
+        assert result.status == "fail", f"{name}: {result.status} {result.diagnosis_detail}"
         assert result.diagnosis is not None and result.diagnosis.id == "not_implemented", name
         assert result.passed == 0, name
 

@@ -59,3 +59,42 @@ def test_a_grader_error_while_the_child_runs_leaves_the_fork_server_in_step(monk
         for seed in (4, 5):
             result = check.check_file(good, "rmsnorm", seed, Limits(), pool=pool)
             assert result.status == "pass", (result.diagnosis_detail, result.layers)
+
+
+GOOD_RMSNORM = Path(__file__).parent / "fixtures" / "solutions" / "rmsnorm" / registry.entry("rmsnorm").fixture
+
+
+def test_a_fork_server_started_on_a_thread_that_ended_still_grades() -> None:
+    """The fork server dies with its parent *thread* (PR_SET_PDEATHSIG): one started on a worker thread that
+    then exited was SIGKILLed with it, and the next check through that pool failed as "did not start in
+    time". Every process is started from one long-lived thread instead (runner.spawn_own)."""
+    import threading
+
+    from drill.judge.runner import ChildPool, Limits
+
+    with ChildPool() as pool:
+        for seed in (1, 2):
+            first: list = []
+            worker = threading.Thread(target=lambda out=first, s=seed: out.append(
+                check.check_file(GOOD_RMSNORM, "rmsnorm", s, Limits(), pool=pool)))
+            worker.start()
+            worker.join()
+            later = check.check_file(GOOD_RMSNORM, "rmsnorm", seed, Limits(), pool=pool)
+            assert [r.status for r in first] == ["pass"] and later.status == "pass", later.diagnosis_detail
+
+
+def test_a_fork_server_that_dies_before_forking_the_run_is_replaced_once() -> None:
+    """A fork server alive when the request went out and gone before it forked the run (its pipe ends) costs
+    a fresh fork server, not a verdict: the same request is handed to a new one."""
+    import subprocess
+    import sys
+
+    from drill.judge import runner
+    from drill.judge.runner import ChildPool, Limits
+
+    with ChildPool() as pool:
+        # alive at the check, gone as soon as the request arrives
+        pool.proc = runner.spawn_own([sys.executable, "-c", "import sys; sys.stdin.readline()"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
+        result = check.check_file(GOOD_RMSNORM, "rmsnorm", 3, Limits(), pool=pool)
+        assert result.status == "pass", (result.diagnosis_detail, result.layers)

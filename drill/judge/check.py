@@ -449,7 +449,8 @@ def _run_failure(events: list, outcome: Any, child: Any, cases: list) -> tuple[s
         return "output_limit", (f"the run wrote more than {WORK_CAP_BYTES / 2**20:g} MB of files"
                                 + _during(cases, running))
     if outcome.killed_for == "startup":
-        return "crashed", "the grader's child process did not start in time (machine overloaded?)"
+        return "crashed", ("the grader could not start its child process (its fork server stopped twice or did "
+                           "not answer in time: machine overloaded?); nothing of this file ran")
     no_device = next((e for e in events if e.get("event") == "device" and e.get("error")), None)
     if no_device is not None:  # before the learner's file was loaded: not the learner's doing
         return "crashed", f"the grading process could not use {no_device.get('device')}: {no_device.get('error')}"

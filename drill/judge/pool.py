@@ -56,6 +56,7 @@ class ChildPool:
         self.token = uuid.uuid4().hex
         self.proc: subprocess.Popen | None = None
         self.buf = b""  # what was read from the fork server past the last full line (it outlives each run)
+        self.gone = False  # the fork server's pipe reached its end: it died (killed, crashed), it is not stuck
         self.home = Path(tempfile.mkdtemp(prefix="drill-pool-"))
         self.entry = copy_driver(self.home / "driver")
         # How a finished run's folder goes: at once here; the grading server hands it to a background
@@ -136,7 +137,6 @@ class PooledChild(Child):
         from drill.judge import tensor_file
 
         tensor_file.write(tensors, self.workdir / INPUTS)
-        zyg = self.pool._ensure()
         request = {
             "job": self._job(job),
             "scratch": str(self.scratch),
@@ -146,23 +146,33 @@ class PooledChild(Child):
             "sandbox": self.spec,
             "sandbox_off": self.sandbox_why,
         }
+        line = (json.dumps(request) + "\n").encode()
+        for _ in range(2):  # a fork server found dead before it forked this run is started afresh, once
+            self.pid = self._fork(line)
+            if self.pid is not None or not self.pool.gone:
+                break
+        self.sent = time.monotonic()  # the fork server may still have been importing torch: not the learner's time
+
+    def _fork(self, line: bytes) -> int | None:
+        """Hand the request to the fork server and read the forked run's pid; None if it never said one."""
+        zyg = self.pool._ensure()
+        self.pool.gone = False
         try:
             assert zyg.stdin is not None
-            zyg.stdin.write((json.dumps(request) + "\n").encode())
+            zyg.stdin.write(line)
             zyg.stdin.flush()
         except (BrokenPipeError, OSError):
+            self.pool.gone = True
             self.pool.close()
-            self.sent = time.monotonic()
-            return
+            return None
         deadline = time.monotonic() + STARTUP_GRACE_S
         reply = self._line(STARTUP_GRACE_S)
         while reply is not None and "exit" in reply:  # an earlier run's end that nobody read (see cleanup)
             reply = self._line(max(0.0, deadline - time.monotonic()))
-        self.sent = time.monotonic()  # the fork server may still have been importing torch: not the learner's time
         if reply is not None and isinstance(reply.get("pid"), int):
-            self.pid = int(reply["pid"])
-        else:  # the fork server is out of step or stuck: start afresh for the next run
-            self.pool.close()
+            return int(reply["pid"])
+        self.pool.close()  # out of step, stuck or gone: the next run starts a fresh one
+        return None
 
     def _line(self, timeout: float) -> dict[str, Any] | None:
         """Next JSON line from the zygote, or None on timeout/EOF."""
@@ -180,6 +190,7 @@ class PooledChild(Child):
                 return None
             chunk = os.read(fd, 65536)
             if not chunk:
+                self.pool.gone = True
                 return None
             self.pool.buf += chunk
         line, self.pool.buf = self.pool.buf.split(b"\n", 1)

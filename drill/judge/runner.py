@@ -86,17 +86,46 @@ def _own(pid: int, add: bool = True) -> None:
 
 
 def spawn_own(cmd: list[str], **popen: Any) -> subprocess.Popen:
-    """`subprocess.Popen`, registered as this process's own before any sweep on another thread can list it.
+    """`subprocess.Popen`, registered as this process's own before any sweep on another thread can list it,
+    and always started from a thread that lives as long as this process.
 
     Started first and registered after, a fork server coming up on one grading
     thread was once taken for a graded run's orphan by another thread's sweep
     (`_orphans`: a child of ours, in a session of its own, not registered) and
     killed, which failed that thread's next check as "killed by SIGHUP".
+
+    The graded processes and fork servers die with their parent (PR_SET_PDEATHSIG), and Linux means the
+    parent *thread*: a fork server started on a short-lived thread (a ThreadPoolExecutor worker that then
+    shut down) was SIGKILLed when that thread exited, and the next check through its pool failed as "did
+    not start in time". So a call off the main thread hands the start to one long-lived spawner thread.
     """
+    if threading.current_thread() is threading.main_thread():
+        return _spawn_registered(cmd, popen)
+    try:
+        return _spawner().submit(_spawn_registered, cmd, popen).result()
+    except RuntimeError:  # the interpreter is shutting down: no new thread; start it here
+        return _spawn_registered(cmd, popen)
+
+
+def _spawn_registered(cmd: list[str], popen: dict[str, Any]) -> subprocess.Popen:
     with _OWN_LOCK:
         proc = subprocess.Popen(cmd, **popen)
         _OWN_PIDS.add(proc.pid)
     return proc
+
+
+_SPAWNER: list = []
+
+
+def _spawner() -> Any:
+    """The one thread every process of ours is started from off the main thread (see spawn_own); its idle
+    worker stays until the interpreter exits."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with _OWN_LOCK:
+        if not _SPAWNER:
+            _SPAWNER.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="drill-spawn"))
+        return _SPAWNER[0]
 
 
 def _grader_command(script: Path, limits_args: list[str], *extra: str) -> list[str]:
