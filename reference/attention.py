@@ -55,6 +55,22 @@ def _check_shapes(q: Tensor, k: Tensor, v: Tensor) -> int:
     return h_q // h_kv
 
 
+def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """The shape `shapes` broadcast to, by the usual rules; ValueError if they do not.
+
+    torch.broadcast_shapes gives the same answer, but its first call imports
+    torch's symbolic-shape machinery (sympy, mpmath: ~500 modules, 0.2-0.7 s),
+    which every cold attention, mha and failing kv_cache check used to pay.
+    """
+    out: list[int] = []
+    for dims in zip(*(((1,) * (max(map(len, shapes)) - len(s)) + tuple(s)) for s in shapes), strict=True):
+        sizes = {d for d in dims if d != 1}
+        if len(sizes) > 1:
+            raise ValueError(f"shapes {', '.join(str(tuple(s)) for s in shapes)} do not broadcast")
+        out.append(sizes.pop() if sizes else 1)
+    return tuple(out)
+
+
 def _combined_mask(
     mask: Tensor | None, causal: bool, q_rows: torch.Size, t_k: int, device: torch.device
 ) -> tuple[Tensor | None, bool]:
@@ -70,8 +86,8 @@ def _combined_mask(
             raise ValueError(f"mask must be a bool tensor (True = may attend), got dtype {mask.dtype}")
         target = (*q_rows, t_k)
         try:
-            fits = torch.broadcast_shapes(mask.shape, target) == target
-        except RuntimeError:
+            fits = broadcast_shape(tuple(mask.shape), target) == target
+        except ValueError:
             fits = False
         if not fits:
             raise ValueError(f"mask of shape {tuple(mask.shape)} does not broadcast to {target}")

@@ -188,6 +188,54 @@ MASK_SHAPES = {  # every legal broadcast of a (B, H, T_q, T_k) = (2, 3, 4, 5) ma
 }
 
 
+def test_broadcast_shape_agrees_with_torch() -> None:
+    """reference.attention.broadcast_shape stands in for torch.broadcast_shapes (whose first call imports sympy):
+    every pair of shapes of up to 4 dims from sizes 0..3, same shape or the same refusal."""
+    import itertools
+
+    from drill.reference.attention import broadcast_shape
+
+    shapes = [s for n in range(4) for s in itertools.product((0, 1, 2, 3), repeat=n)]
+    for a, b in itertools.product(shapes[::3], shapes[::2]):
+        try:
+            want = tuple(torch.broadcast_shapes(a, b))
+        except RuntimeError:
+            want = None
+        try:
+            got = broadcast_shape(a, b)
+        except ValueError:
+            got = None
+        assert got == want, (a, b)
+
+
+def test_a_cold_grader_never_imports_sympy() -> None:
+    """Grading attention (the mask check, the out shape) and a failing kv_cache file's diagnosis (the replays'
+    masks) must not pull in torch's symbolic shapes: sympy and mpmath are ~500 modules, 0.2-0.7 s of every cold
+    check that imported them."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    sols = Path(__file__).parent / "fixtures" / "solutions"
+    code = (
+        "import sys\nfrom pathlib import Path\nfrom drill.judge.check import check_file\n"
+        "from drill.judge.runner import ChildPool, Limits\n"
+        "with ChildPool() as pool:\n"
+        "    for f in sys.argv[1:]:\n"
+        "        r = check_file(Path(f), Path(f).parent.name, 1, Limits(), pool=pool)\n"
+        "        print(Path(f).name, r.status)\n"
+        "print('sympy' in sys.modules)\n"
+    )
+    files = [sols / "attention" / "good_matmul_softmax.py", sols / "mha" / "bug_mask_inverted__mha.py",
+             sols / "kv_cache" / "bug_kv_rope_on_values__two_bugs_kv_mask_top_left.py"]
+    out = subprocess.run([sys.executable, "-c", code, *map(str, files)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.split()
+    assert lines[-1] == "False", out.stdout
+    assert lines[:6] == ["good_matmul_softmax.py", "pass", "bug_mask_inverted__mha.py", "fail",
+                         "bug_kv_rope_on_values__two_bugs_kv_mask_top_left.py", "fail"], out.stdout
+
+
 @pytest.mark.parametrize("impl", IMPLS)
 @pytest.mark.parametrize("shape", MASK_SHAPES.values(), ids=MASK_SHAPES.keys())
 def test_sdpa_any_broadcastable_mask_matches_the_expanded_one(impl, shape):

@@ -43,7 +43,9 @@ def _case(
     args = {"q": q, "k": k, "v": v}
     if mask is not None:
         args["mask"] = mask
-    out_shape = (*torch.broadcast_shapes(q.shape[:-2], k.shape[:-2]), q.shape[-2], v.shape[-1])
+    from drill.reference.attention import broadcast_shape  # torch.broadcast_shapes imports sympy
+
+    out_shape = (*broadcast_shape(tuple(q.shape[:-2]), tuple(k.shape[:-2])), q.shape[-2], v.shape[-1])
     care = None
     if mask is not None:
         rows = mask.any(dim=-1, keepdim=True)
