@@ -12,7 +12,7 @@ a machine getting busier hurts both sides alike):
    warm in-process pass over every bug fixture, also printed: the grading work alone);
 5. passing kv_cache / passing rmsnorm, CPU, whole processes                            (target <= 1.5)
 
-Run: .venv/bin/python benchmarks/check_server.py [--runs 5] [--cpu-runs 3]
+Run: .venv/bin/python benchmarks/check_server.py [--runs 5] [--cpu-runs 3] [--only gqa,kv_cache]
 Progress and the server live in a throw-away DRILL_HOME and XDG_RUNTIME_DIR.
 Not a test: it prints the figures and `uptime`, and exits 0.
 """
@@ -62,7 +62,7 @@ def runs_text(xs: list[float]) -> str:
     return ", ".join(f"{x:.2f}" for x in xs)
 
 
-def costliest_bugs() -> dict[str, tuple[str, float, float]]:
+def costliest_bugs(only: set[str] | None = None) -> dict[str, tuple[str, float, float]]:
     """Per exercise: (bug fixture with the most grading CPU, its CPU, the index fixture's), warm, in-process."""
     from drill.judge.check import check_file
     from drill.judge.pool import ChildPool
@@ -88,6 +88,8 @@ def costliest_bugs() -> dict[str, tuple[str, float, float]]:
     with ChildPool() as pool:
         cost(pool, SOLUTIONS / "rmsnorm" / GOOD["rmsnorm"], "rmsnorm")  # first-use costs
         for name, fixture in GOOD.items():
+            if only and name not in only:
+                continue
             good = med([cost(pool, SOLUTIONS / name / fixture, name) for _ in range(3)])
             bugs = {p.name: cost(pool, p, name) for p in sorted((SOLUTIONS / name).glob("bug_*.py"))}
             worst = max(bugs, key=bugs.get)
@@ -95,11 +97,46 @@ def costliest_bugs() -> dict[str, tuple[str, float, float]]:
     return out
 
 
+def measure_server(runs: int, env: dict[str, str], folder: Path) -> tuple[list[float], ...]:
+    """Wall times of figures 1-3 and of the torch import, commands alternating, through one warm server."""
+    one = folder / "rmsnorm.py"
+    torch_cmd = [sys.executable, "-c", "import torch"]
+    try:
+        run(drill("server", "start"), env)
+        run(drill("check", str(one)), env)  # the server is warm now
+        run(drill("check", str(folder)), env)  # every exercise's pool and specs too
+        t_torch, t_warm, t_cold, t_dir = [], [], [], []
+        for _ in range(runs):
+            t_torch.append(run(torch_cmd, env)[0])
+            t_warm.append(run(drill("check", str(one)), env)[0])
+            t_cold.append(run(drill("check", str(one), "--no-server"), env)[0])
+            t_dir.append(run(drill("check", str(folder)), env)[0])
+    finally:
+        subprocess.run(drill("server", "stop"), env=env, capture_output=True)
+    return t_torch, t_warm, t_cold, t_dir
+
+
+def print_server_figures(t_torch: list[float], t_warm: list[float], t_cold: list[float], t_dir: list[float]) -> None:
+    tt = med(t_torch)
+    print(f"python -c 'import torch'          median {tt:5.2f} s  ({runs_text(t_torch)})")
+    print(f"drill check rmsnorm.py, warm      median {med(t_warm):5.2f} s  ({runs_text(t_warm)})  "
+          f"ratio {med(t_warm) / tt:4.2f}  (target <= 0.3)")
+    print(f"drill check rmsnorm.py, no server median {med(t_cold):5.2f} s  ({runs_text(t_cold)})  "
+          f"ratio {med(t_cold) / tt:4.2f}  (target <= 1.5)")
+    print(f"drill check DIR ({len(GOOD)} exercises), warm median {med(t_dir):5.2f} s  ({runs_text(t_dir)})  "
+          f"ratio {med(t_dir) / tt:4.2f}  (target <= 1.0)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--cpu-runs", type=int, default=3)
+    parser.add_argument("--only", default="", help="comma-separated exercises: only their failing/passing CPU "
+                        "ratios (figures 4-5), with more --cpu-runs where one run's noise is too large")
     args = parser.parse_args()
+    only = {n for n in args.only.split(",") if n}
+    if only - set(GOOD):
+        raise SystemExit(f"--only: unknown or not gradable here: {', '.join(sorted(only - set(GOOD)))}")
     print("uptime:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
     with tempfile.TemporaryDirectory(prefix="drill-bench-") as tmp:
         tmp_path = Path(tmp)
@@ -111,30 +148,10 @@ def main() -> None:
         folder.mkdir()
         for name, fixture in GOOD.items():
             shutil.copy(SOLUTIONS / name / fixture, folder / f"{name}.py")
-        one = folder / "rmsnorm.py"
-        torch_cmd = [sys.executable, "-c", "import torch"]
-        try:
-            run(drill("server", "start"), env)
-            run(drill("check", str(one)), env)  # the server is warm now
-            run(drill("check", str(folder)), env)  # every exercise's pool and specs too
-            t_torch, t_warm, t_cold, t_dir = [], [], [], []
-            for _ in range(args.runs):
-                t_torch.append(run(torch_cmd, env)[0])
-                t_warm.append(run(drill("check", str(one)), env)[0])
-                t_cold.append(run(drill("check", str(one), "--no-server"), env)[0])
-                t_dir.append(run(drill("check", str(folder)), env)[0])
-        finally:
-            subprocess.run(drill("server", "stop"), env=env, capture_output=True)
-        tt = med(t_torch)
-        print(f"python -c 'import torch'          median {tt:5.2f} s  ({runs_text(t_torch)})")
-        print(f"drill check rmsnorm.py, warm      median {med(t_warm):5.2f} s  ({runs_text(t_warm)})  "
-              f"ratio {med(t_warm) / tt:4.2f}  (target <= 0.3)")
-        print(f"drill check rmsnorm.py, no server median {med(t_cold):5.2f} s  ({runs_text(t_cold)})  "
-              f"ratio {med(t_cold) / tt:4.2f}  (target <= 1.5)")
-        print(f"drill check DIR ({len(GOOD)} exercises), warm median {med(t_dir):5.2f} s  ({runs_text(t_dir)})  "
-              f"ratio {med(t_dir) / tt:4.2f}  (target <= 1.0)")
+        if not only:
+            print_server_figures(*measure_server(args.runs, env, folder))
 
-        worst = costliest_bugs()
+        worst = costliest_bugs(only)
         print("\nper exercise, CPU s: warm grading work (in-process, fork server) and whole `drill check --no-server`")
         cpu_good: dict[str, float] = {}
         for name, (bug, bug_cpu, good_cpu) in worst.items():
