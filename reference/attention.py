@@ -62,8 +62,9 @@ def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
     torch's symbolic-shape machinery (sympy, mpmath: ~500 modules, 0.2-0.7 s),
     which every cold attention, mha and failing kv_cache check used to pay.
     """
+    n = max(map(len, shapes), default=0)
     out: list[int] = []
-    for dims in zip(*(((1,) * (max(map(len, shapes)) - len(s)) + tuple(s)) for s in shapes), strict=True):
+    for dims in zip(*((1,) * (n - len(s)) + tuple(s) for s in shapes), strict=True):  # all n long now
         sizes = {d for d in dims if d != 1}
         if len(sizes) > 1:
             raise ValueError(f"shapes {', '.join(str(tuple(s)) for s in shapes)} do not broadcast")

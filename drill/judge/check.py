@@ -185,7 +185,7 @@ def check_file(
                 job["audit"] = dict(spec.audit)
             child.send(job, tensors)
         # The expectations are computed while the child runs the learner's code: nothing the child is sent
-        # depends on them (tests/test_judge_contract.py checks that), and on a folder the two workers' parents
+        # depends on them (tests/test_judge_job.py checks that), and on a folder the two workers' parents
         # no longer hold their children back while they compute.
         _expect_all(spec, unit, dev, result)
         with one_thread():

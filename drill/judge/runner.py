@@ -102,9 +102,10 @@ def spawn_own(cmd: list[str], **popen: Any) -> subprocess.Popen:
     if threading.current_thread() is threading.main_thread():
         return _spawn_registered(cmd, popen)
     try:
-        return _spawner().submit(_spawn_registered, cmd, popen).result()
-    except RuntimeError:  # the interpreter is shutting down: no new thread; start it here
+        started = _spawner().submit(_spawn_registered, cmd, popen)
+    except RuntimeError:  # the interpreter is shutting down and takes no new work: start it here
         return _spawn_registered(cmd, popen)
+    return started.result()
 
 
 def _spawn_registered(cmd: list[str], popen: dict[str, Any]) -> subprocess.Popen:
@@ -114,18 +115,19 @@ def _spawn_registered(cmd: list[str], popen: dict[str, Any]) -> subprocess.Popen
     return proc
 
 
-_SPAWNER: list = []
+_SPAWNER: Any = None  # a one-thread ThreadPoolExecutor, made on first use (see _spawner)
 
 
 def _spawner() -> Any:
     """The one thread every process of ours is started from off the main thread (see spawn_own); its idle
     worker stays until the interpreter exits."""
+    global _SPAWNER
     from concurrent.futures import ThreadPoolExecutor
 
     with _OWN_LOCK:
-        if not _SPAWNER:
-            _SPAWNER.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="drill-spawn"))
-        return _SPAWNER[0]
+        if _SPAWNER is None:
+            _SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="drill-spawn")
+        return _SPAWNER
 
 
 def _grader_command(script: Path, limits_args: list[str], *extra: str) -> list[str]:

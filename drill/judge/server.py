@@ -199,7 +199,7 @@ class Server:
             self.warm.set()
 
     def _new_pool(self) -> Any:
-        """A fork server, made on the calling grading thread (which lives until the server leaves)."""
+        """A fork server, started from a thread that lives until the server leaves (runner.spawn_own)."""
         from drill.judge.pool import ChildPool
 
         with self.lock:
@@ -502,8 +502,8 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: server.stop())
     ready(f"ready {os.getpid()}")
-    # On a grading thread, not a thread of its own: the fork server's parent-death signal fires when the
-    # *thread* that started it exits (PR_SET_PDEATHSIG), and the executor's threads live as long as we do.
+    # Off the main thread, which serves connections at once; the fork server it starts dies with the
+    # *thread* that started it (PR_SET_PDEATHSIG), which runner.spawn_own keeps a long-lived one.
     server.executor.submit(server.warm_up)
     server.serve_forever()
     return 0

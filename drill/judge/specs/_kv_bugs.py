@@ -94,14 +94,6 @@ def _once_per_scenario(fn):
     return wrapper
 
 
-def _parts_memo(case: Case) -> dict:
-    """One scenario's projected and rotated q, k, v per call, shared by its replays: most mistakes (the masks,
-    the cache, the scale) change nothing before the attention, and recomputing these was a third of a
-    failing kv_cache check's diagnosis. Keyed by everything they depend on; never changed in place."""
-    memo = case.ctx.get("replays")
-    return {} if memo is None else memo.setdefault(("parts",), {})
-
-
 @_once_per_scenario
 def replay(
     case: Case,
@@ -142,7 +134,10 @@ def replay(
     outs, start = [], 0
     stale_positions = ctx["stale"][stale] if stale else None
     conv = convention or ctx.get("convention", "half")
-    parts = _parts_memo(case)
+    # One scenario's projected and rotated q, k, v per call, shared by its replays (ctx["replay_parts"]): most
+    # mistakes (the masks, the cache, the scale) change nothing before the attention, and recomputing these was
+    # a third of a failing kv_cache check's diagnosis. Keyed by all they depend on; never changed in place.
+    parts = ctx.get("replay_parts", {})
     for i, n in enumerate(extra["calls"]):
         t_past = 0 if past is None else past[0].shape[2]
         pos = torch.arange(n) if restart else torch.arange(t_past, t_past + n)

@@ -89,6 +89,7 @@ def _scenario(
     config = f"n_heads={h}, n_kv_heads={h_kv}, d_head={dh}" + ("" if base == DEFAULT_BASE else f", base {base:g}")
     split = "+".join(str(n) for n in calls)
     replays: dict = {}  # this check's bug replays of the shared sequence (specs/_kv_bugs.replay); dies with the cases
+    parts: dict = {}  # and the per-call q, k, v those replays share (specs/_kv_bugs._parts)
     cases = []
     for what in returns:
         with_grads = grads and what == "out"
@@ -107,7 +108,7 @@ def _scenario(
                 upstream=d.normal(batch, sum(calls), d_model) if with_grads else None,
                 extra={"calls": list(calls), "returns": what, "past": bool(past_len)},
                 ctx={"dtype": dtype, "n_heads": h, "n_kv_heads": h_kv, "base": float(base), "what": NOUN[what],
-                     "replays": replays},
+                     "replays": replays, "replay_parts": parts},
             )
         )
     return cases
