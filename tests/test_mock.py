@@ -398,6 +398,61 @@ def test_cli_pipe_end_to_end_with_real_grader(home: Path, bank: Path, tmp_path: 
         assert [a.status for a in store.attempts()] == ["pass"]
 
 
+
+def test_solution_is_copied_in_at_the_first_enter_and_edits_after_it_are_graded(tmp_path: Path, bank: Path) -> None:
+    """--solution through the API: the first Enter grades the solution's text, a later Enter the file as edited."""
+    work = tmp_path / "work"
+    solution = tmp_path / "mine.py"
+    solution.write_text("BUGGY from --solution")
+    grader = StubGrader()
+    steps = [RIGHT, RIGHT, "", write_into(work / "attention.py", "GOOD after an edit")]
+    code, store, out, _ = sit(tmp_path, bank, steps, grade=grader, solution=solution)
+    assert code == 0, out
+    assert grader.graded == ["BUGGY from --solution", "GOOD after an edit"]
+    assert f"copied {solution} into attention.py (--solution)" in " ".join(out.split())
+    assert [a.status for a in store.attempts()] == ["fail", "pass"]
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda p: None, "no such file"),
+        (lambda p: p.mkdir(), "not a regular file"),
+        (lambda p: p.write_bytes(b"def f():\n    return '\xff'\n"), "not UTF-8 text (byte 21)"),
+    ],
+)
+def test_a_bad_solution_file_exits_2_before_a_mock_starts(home: Path, bank: Path, tmp_path: Path, make: Any,
+                                                         message: str) -> None:
+    solution = tmp_path / "mine.py"
+    make(solution)
+    result = _cli("--bank", str(bank), "--dir", str(tmp_path / "w"), "--exercise", "attention",
+                  "--solution", str(solution), input="a,b\n")
+    assert result.exit_code == 2, result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert message in result.output and "mine.py" in result.output
+    assert not (tmp_path / "w").exists()
+    with Store(home / "progress.db") as store:
+        assert store.mocks() == []
+
+
+@pytest.mark.slow
+def test_a_whole_mock_runs_from_a_plain_pipe_with_solution(home: Path, bank: Path, tmp_path: Path) -> None:
+    """A script drives a mock with one write to a pipe that then closes: answers, Enter, done. No FIFO, no timing."""
+    work = tmp_path / "work"
+    proc = subprocess.run(
+        [sys.executable, "-m", "drill.cli", "mock", "--minutes", "5", "--questions", "2", "--bank", str(bank),
+         "--dir", str(work), "--exercise", "attention", "--seed", "5", "--solution", str(GOOD_ATTENTION)],
+        input=b"a,b\na,b\n\n", capture_output=True, env={**os.environ, "COLUMNS": "100"}, timeout=180,
+    )
+    out = proc.stdout.decode() + proc.stderr.decode()
+    assert proc.returncode == 0, out
+    assert "✓ pass" in out and "score 100/100" in out, out
+    assert (work / "attention.py").read_bytes() == GOOD_ATTENTION.read_bytes()
+    with Store(home / "progress.db") as store:
+        assert store.mocks()[0]["status"] == "completed"
+        assert [a.status for a in store.attempts()] == ["pass"]
+
+
 # -- the deadline reader -------------------------------------------------------
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from drill.errors import UserError
 from drill.mock.context import InputClosed, MockContext
-from drill.mock.plan import CodingFile, write_starter
+from drill.mock.plan import CodingFile, write_exercise_file, write_starter
 from drill.mock.reader import EndOfInput, TimeUp
 from drill.quiz.session import QUIT_WORDS
 from drill.store import Attempt
@@ -83,6 +83,9 @@ class CodingRound:
     starter: Path
     grade: Grader
     number: int = 2  # its round number as the learner sees it: 1 in a coding-only mock
+    # `--solution FILE`: (its name, its text), copied over the learner's file at the first Enter, so a
+    # script can drive a whole mock through a plain pipe (no editor, no timed writes).
+    solution: tuple[str, str] | None = None
     submissions: list[Submission] = field(default_factory=list)
     reached: bool = False
     _warned_at: int = 0  # submissions count when the learner last confirmed keeping a worse file
@@ -121,6 +124,7 @@ class CodingRound:
                 continue
             word = line.strip().lower()
             if word in SUBMIT_WORDS:
+                self._copy_solution()
                 if self._grade_now():
                     return
             elif word in FINISH_WORDS:
@@ -129,6 +133,15 @@ class CodingRound:
                     return
             else:
                 ctx.say("press Enter (or type submit) to grade your file, or type done to finish", "yellow")
+
+    def _copy_solution(self) -> None:
+        """The first Enter with `--solution`: the solution replaces the file, once; later Enters grade the file."""
+        if self.solution is None:
+            return
+        name, text = self.solution
+        self.solution = None
+        write_exercise_file(self.coding, text)
+        self.ctx.say(f"copied {name} into {self.coding.path.name} (--solution)", "dim")
 
     def _grade_now(self) -> bool:
         """Grade the saved file on request; True when it passes (the round is over)."""

@@ -59,6 +59,10 @@ def mock(
     )] = None,
     bank: Annotated[Path | None, typer.Option(
         "--bank", help="Question folder or file instead of the shipped bank.")] = None,
+    solution: Annotated[Path | None, typer.Option(
+        "--solution", metavar="FILE",
+        help="Copy FILE over the exercise file at the coding round's first Enter, then grade it "
+             "(drives a whole mock from a script or a pipe).")] = None,
     history: Annotated[bool, typer.Option(
         "--history", help="List past mocks with scores and trend, then exit.")] = False,
 ) -> None:
@@ -72,7 +76,7 @@ def mock(
             return
         options = MockOptions(
             minutes=minutes, topics=tuple(dict.fromkeys(split_values(topics))), exercise=exercise, questions=questions,
-            seed=seed, folder=folder, bank=bank,
+            seed=seed, folder=folder, bank=bank, solution=solution,
         )
         code = run_mock(options)
     raise typer.Exit(code)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import random
+import stat
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -214,9 +215,45 @@ def write_starter(coding: CodingFile, starter: Path) -> None:
     """Copy the starter file into place (creating the folder); UserError on failure."""
     try:
         text = starter.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"cannot read the starter: {exc.strerror or exc}", str(starter)) from exc
+    write_exercise_file(coding, text)
+
+
+def write_exercise_file(coding: CodingFile, text: str) -> None:
+    """Put `text` in the learner's file through a rename, so an editor never sees half of it; UserError on failure."""
+    try:
         coding.folder.mkdir(parents=True, exist_ok=True)
         tmp = coding.path.with_name(f".{coding.path.name}.drill-tmp")
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, coding.path)
     except OSError as exc:
         raise UserError(f"cannot write the exercise file: {exc.strerror or exc}", str(coding.path)) from exc
+
+
+SOLUTION_MAX_BYTES = 1 << 20  # a solution file is source code: a megabyte is already far past any exercise
+
+
+def read_solution(path: Path) -> str:
+    """The text of `--solution FILE`, read before the mock starts so a bad path costs nothing; UserError if unusable.
+
+    Read now rather than at the first Enter: a scripted mock must not depend on the file
+    still being there minutes later, and a typo is refused before a mock row exists.
+    """
+    where = str(path)
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise UserError("no such file", where) from None
+    except OSError as exc:
+        raise UserError(f"cannot read it: {exc.strerror or exc}", where) from exc
+    if not stat.S_ISREG(info.st_mode):
+        raise UserError("not a regular file", where)
+    if info.st_size > SOLUTION_MAX_BYTES:
+        raise UserError(f"too large for a solution file ({info.st_size} bytes; at most {SOLUTION_MAX_BYTES})", where)
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"not UTF-8 text (byte {exc.start})", where) from None
+    except OSError as exc:
+        raise UserError(f"cannot read it: {exc.strerror or exc}", where) from exc

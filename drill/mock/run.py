@@ -55,6 +55,7 @@ class MockOptions:
     seed: int | None = None
     folder: Path | None = None
     bank: Path | None = None
+    solution: Path | None = None  # copied over the exercise file at the coding round's first Enter
 
 
 def run_mock(
@@ -87,6 +88,7 @@ def run_mock(
         raise UserError(f"must be at most {MAX_MINUTES:g} (a day), not {options.minutes:g}", "--minutes")
     if options.questions < 0:
         raise UserError(f"must be 0 or more, not {options.questions}", "--questions")
+    solution = (str(options.solution), plan.read_solution(options.solution)) if options.solution else None
     questions_pool = _question_pool(options)
     own_store = store is None
     store = store or open_store()
@@ -108,7 +110,7 @@ def run_mock(
             coding_file = _ask_overwrite(console, reader, clock, options.folder or Path.cwd(), exercise.name,
                                          coding_file)
         planned = MockPlan(questions, budgets, len(picked), exercise, coding_file,
-                           [r.topic for r in weakest_topics(reviews)])
+                           [r.topic for r in weakest_topics(reviews)], solution)
         return _sit(options, planned, grade or _check_file, fuzz, console=console, reader=reader, clock=clock,
                     store=store, rng=rng, interactive=interactive, live=live)
     finally:
@@ -165,6 +167,7 @@ class MockPlan:
     exercise: plan.ExerciseChoice
     coding_file: plan.CodingFile
     history_weak: list[str]  # drill.quiz.stats.weakest_topics of the reviews before the mock
+    solution: tuple[str, str] | None = None  # --solution: (its path as typed, its text)
 
 
 def _sit(options: MockOptions, planned: MockPlan, grade: Grader, fuzz: bool, *, console: Console,
@@ -177,7 +180,7 @@ def _sit(options: MockOptions, planned: MockPlan, grade: Grader, fuzz: bool, *, 
     ctx = MockContext(console, reader, clock, countdown, store, mock_id, rng, interactive, options.seed, live)
     concept = ConceptRound(ctx, planned.questions, planned.budgets, scheduler_for(store, fuzz=fuzz))
     coding = CodingRound(ctx, exercise, planned.coding_file, exercises_dir() / f"{exercise}.py", grade,
-                         number=2 if planned.questions else 1)
+                         number=2 if planned.questions else 1, solution=planned.solution)
     owner = interrupted.this_process()
 
     def report_so_far(status: str, error: str | None = None) -> dict:  # type: ignore[type-arg]
