@@ -17,7 +17,9 @@ Shapes
 Computation
     Tiles of BLOCK_Q queries meet tiles of BLOCK_K keys under an online
     softmax: a running row max m, a running sum l of exp(s - m) and a running
-    output, both rescaled whenever m grows, and ONE division by l at the end.
+    output, both rescaled whenever m grows, and ONE division by l at the end
+    (FlashAttention-2's order; FlashAttention-1's running output normalised
+    after every tile gives the same values and is accepted too).
     The scores are s = q.k / sqrt(d).
 Causal
     causal=True is bottom-right aligned: query i sits at position
