@@ -17,6 +17,7 @@ from .moe import MoE, load_balancing_loss, moe, route, router_probs
 from .norm import LayerNorm, RMSNorm, layer_norm, rms_norm, rms_norm_backward
 from .rope import apply_rope, half_to_interleaved_perm, rope_angles
 from .sampling import filter_logits, keep_mask, softmax_kept
+from .schedule import cosine_lr
 from .sinusoidal import sinusoidal_positions
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "attention_lse",
     "causal_mask",
     "copy_weights",
+    "cosine_lr",
     "cross_entropy",
     "ffn_hidden_dim",
     "flash_attention_tiled",

@@ -211,12 +211,13 @@ def _topic_errors(e: Exercise, questions: Path) -> list[str]:
 def _contract_doc_errors(e: Exercise, path: Path) -> list[str]:
     """exercises/README.md has `## <name> — ...` under its wave's part, saying it is graded."""
     text = path.read_text(encoding="utf-8") if path.is_file() else ""
-    wave2 = text.find("\n# Wave 2")
     match = re.search(rf"^## {re.escape(e.name)} — .*$", text, re.MULTILINE)
     if match is None:
         return [f"exercises/README.md has no section '## {e.name} — ...'"]
-    in_wave2 = wave2 != -1 and match.start() > wave2
-    if in_wave2 != (e.wave == 2):
+    # The wave a section is in: the last "# Wave N" heading above it (none: wave 1).
+    headings = [(m.start(), int(m.group(1))) for m in re.finditer(r"^# Wave (\d+)$", text, re.MULTILINE)]
+    wave = max((n for at, n in headings if at < match.start()), default=1)
+    if wave != e.wave:
         return [f"exercises/README.md puts {e.name} in the wrong wave (the index says wave {e.wave})"]
     body = text[match.end():].split("\n## ", 1)[0]
     if "Graded today" not in body:
@@ -427,6 +428,7 @@ def test_each_check_fails_on_its_breakage(tmp_path: Path, breakage: str) -> None
     ("summary", "two\nlines", "summary must be one"),
     ("topics", ("no_such_topic",), "quiz topic 'no_such_topic'"),
     ("wave", 2, "in the wrong wave"),
+    ("wave", 3, "in the wrong wave"),
 ])
 def test_each_field_is_checked(tmp_path: Path, field: str, value: Any, message: str) -> None:
     entry = dataclasses.replace(registry.entry("rmsnorm"), **{field: value})

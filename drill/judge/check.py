@@ -383,6 +383,7 @@ def _job(spec: Any, cases: list, path: Path) -> tuple[dict[str, Any], dict[str, 
             entry["module_dtype"] = dtype_name(case.module_dtype) if case.module_dtype is not None else None
         if case.kind == "map":
             entry["rows"] = [list(r) for r in case.rows]
+            entry["returns"] = "float" if case.out_dtype == torch.float64 else "int"
         if case.wants_grads:
             entry["upstream"] = ref(f"{i}.upstream", case.upstream)["t"]
         described.append(entry)
@@ -519,7 +520,7 @@ def _evaluate(spec: Any, cases: list, child: Any, events: list) -> list:
     """Phase 3: every case compared: forward output, then gradients (CaseEval per case, in order)."""
     import torch
 
-    from drill.judge.compare import Comparison, compare
+    from drill.judge.compare import Comparison, compare, name_the_call
     from drill.judge.diagnose import CaseEval, again_check
     from drill.judge.inmodel_verdict import compare_tokens, is_token_case
 
@@ -555,6 +556,8 @@ def _evaluate(spec: Any, cases: list, child: Any, events: list) -> list:
         else:
             ev.forward = compare(got, case.expected, tol_of(case), care=case.care, dtype=case.out_dtype,
                                  zeros=case.zeros, what=case.ctx.get("what", "output"))
+            if case.kind == "map":  # one call per row: say which call is off
+                ev.forward = name_the_call(ev.forward, case.target, case.rows)
         again = saved.get("again")  # a determinism probe's second output (specs/_common.twice_probes)
         if isinstance(again, torch.Tensor) and case.derive is None:
             ev.again = again

@@ -995,6 +995,25 @@ def run_case(mod, case: dict, tensors: dict) -> dict:
                 setattr(mod, name, value)
 
 
+# What a map case's function must return, per row: "int" (ffn_hidden_dim) or "float" (cosine_lr: a Python
+# float, an int accepted as the number it is). A bool, a tensor or a numpy array is the wrong type: the
+# contract says a Python number, and a 0-dim tensor that compares equal would hide which was written.
+_MAP_RETURNS = {"int": ((int,), torch.int64, "an int"), "float": ((int, float), torch.float64, "a float")}
+
+
+def _run_map(fn, target: str, rows: list, returns: str):
+    """Call fn(*row) for every row; the answers as one tensor (the parent compares it like any output)."""
+    kinds, dtype, wanted = _MAP_RETURNS[returns]
+    values = []
+    for row in rows:
+        got = fn(*row)
+        if isinstance(got, bool) or not isinstance(got, kinds):
+            raise ContractError("wrong_type",
+                                f"{target}{tuple(row)} returned {type_name(got)} ({got!r:.60}) instead of {wanted}")
+        values.append(got)
+    return torch.tensor([int(v) if dtype == torch.int64 else float(v) for v in values], dtype=dtype)
+
+
 def _run_case(mod, case: dict, tensors: dict) -> dict:
     """Run one case; return the tensors to save. Raises on any learner failure."""
     if case["kind"] == "inmodel":
@@ -1004,14 +1023,7 @@ def _run_case(mod, case: dict, tensors: dict) -> dict:
     target = case["target"]
     fn = getattr(mod, target)
     if case["kind"] == "map":
-        values = []
-        for row in case["rows"]:
-            got = fn(*row)
-            if isinstance(got, bool) or not isinstance(got, int):
-                raise ContractError("wrong_type",
-                                    f"{target}{tuple(row)} returned {type_name(got)} ({got!r:.60}) instead of an int")
-            values.append(int(got))
-        return {"out": torch.tensor(values, dtype=torch.int64)}
+        return {"out": _run_map(fn, target, case["rows"], case.get("returns", "int"))}
 
     def value(spec):
         if isinstance(spec, dict) and "t" in spec:

@@ -43,7 +43,7 @@ class Exercise:
     starter must show the same value (checked by the index test).
     device: "cuda" for an exercise that can only be graded on a GPU (the mock
     never picks it without one, `drill check` refuses it in one line).
-    wave: 1 for the first exercises, 2 for those of exercises/README.md's Wave 2.
+    wave: 1 for the first exercises, 2 and 3 for those of exercises/README.md's Wave 2 and Wave 3.
     imports: packages this exercise's files may import beyond the policy's
     usual list (layer 1, `policy.EXTRA_IMPORTS`): "triton" for a Triton
     kernel exercise, whose child may then also run Triton's compiler tools.
@@ -133,6 +133,9 @@ INDEX: tuple[Exercise, ...] = (
              "RMSNorm as a @triton.jit kernel and its launcher: any width, fp32/fp16/bf16, strided inputs",
              "kernels", "hard", ("normalization", "flash"), "good_one_row_per_program.py",
              defaults={"eps": 1e-6}, device="cuda", imports=("triton",), wave=2),
+    Exercise("lr_schedule", ("cosine_lr",),
+             "linear warmup into a cosine decay with a floor, CS336's schedule, as exact Python floats",
+             "training", "easy", ("training",), "good_three_pieces.py", wave=3),
 )
 
 _BY_NAME: dict[str, Exercise] = {e.name: e for e in INDEX}
