@@ -8,6 +8,7 @@ modules built on them. Every function takes `impl=None|"fused"|"math"`; see
 from .alibi import alibi_bias, alibi_slopes
 from .attention import causal_mask, grouped_query_attention, multi_head_attention, sdpa
 from .backend import get_impl, set_impl, use_impl
+from .clip import clip_grad_norm
 from .flash import attention_lse, flash_attention_tiled
 from .kv_cache import KVCache
 from .loss import cross_entropy
@@ -35,6 +36,7 @@ __all__ = [
     "apply_rope",
     "attention_lse",
     "causal_mask",
+    "clip_grad_norm",
     "copy_weights",
     "cosine_lr",
     "cross_entropy",
