@@ -89,7 +89,7 @@ EXPECTED: dict[str, float] = {
     "pt-kl-penalised-reward": 2.0 - 0.1 * 5.0,
     "pt-dpo-loss-value": -math.log(_sigmoid(0.1 * ((-10 - -11) - (-14 - -12)))),
     "pt-kl-optimal-policy": _optimal_policy_ratio([1.0, 0.0], [0.5, 0.5], 0.5),
-    "pt-grpo-advantage-value": (1 - statistics.mean([1, 0, 0, 0])) / statistics.pstdev([1, 0, 0, 0]),
+    "pt-grpo-advantage-value": (1 - statistics.mean([1, 0, 0, 0])) / statistics.stdev([1, 0, 0, 0]),
     # quantization
     "quant-int4-group-memory": 70e9 * (4 * 128 + 16) / 128 / 8 / 1e9,
     "quant-absmax-outlier": _absmax_int8_codes([0.04, -0.03, 0.06, 12.7]).count(0),
