@@ -135,10 +135,10 @@ INDEX: tuple[Exercise, ...] = (
              defaults={"eps": 1e-6}, device="cuda", imports=("triton",), wave=2),
     Exercise("lr_schedule", ("cosine_lr",),
              "linear warmup into a cosine decay with a floor, CS336's schedule, as exact Python floats",
-             "training", "easy", ("training",), "good_three_pieces.py", wave=3),
+             "training", "easy", ("optimizers", "training"), "good_three_pieces.py", wave=3),
     Exercise("grad_clip", ("clip_grad_norm_",),
              "global-norm gradient clipping in place, as torch.nn.utils.clip_grad_norm_, over a list or a generator",
-             "training", "easy", ("training",), "good_global_norm.py", defaults={"eps": 1e-6}, wave=3),
+             "training", "easy", ("optimizers", "training"), "good_global_norm.py", defaults={"eps": 1e-6}, wave=3),
 )
 
 _BY_NAME: dict[str, Exercise] = {e.name: e for e in INDEX}
