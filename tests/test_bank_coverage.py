@@ -20,7 +20,7 @@ from drill.quiz.schema import RecallQuestion
 TOPICS = {
     "block", "attention", "mha", "positional", "masking", "normalization", "ffn", "gqa", "flash", "kv_cache",
     "architectures", "moe", "pitfalls", "tokenization", "sampling", "loss", "scaling", "serving", "training",
-    "beyond_attention", "serving_structures",
+    "beyond_attention", "serving_structures", "evaluation",
 }
 
 # seed drill question (gist) -> card id

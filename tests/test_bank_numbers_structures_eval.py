@@ -10,6 +10,8 @@ checked on every draw of their grid.
 from __future__ import annotations
 
 import itertools
+import math
+from itertools import combinations
 
 import pytest
 
@@ -43,12 +45,32 @@ def _reused_tokens(matching: int, block_size: int) -> int:
     return reused
 
 
+def _pass_at_k_by_subsets(n: int, c: int, k: int) -> float:
+    """pass@k as the share of k-subsets of the n samples (the first c correct) holding a correct one."""
+    subsets = list(combinations(range(n), k))
+    return sum(1 for s in subsets if min(s) < c) / len(subsets)
+
+
+def _min_k_prob(logprobs: list[float], share: float) -> float:
+    lowest = sorted(logprobs)[: max(1, int(len(logprobs) * share))]
+    return sum(lowest) / len(lowest)
+
+
+def _bits(nats: float) -> float:
+    return nats / math.log(2)
+
+
 EXPECTED = {
     "ss-block-table-slot": _slot([7, 2, 9, 4], 37, 16),
     "ss-paged-capacity": (20 * GIB) // (_blocks_held(1000, 16) * 16 * LLAMA3_8B_KV_PER_TOKEN),
     "ss-prefix-reused-tokens": _reused_tokens(530, 16),
     "ss-static-batch-utilisation": 100 * sum([100, 200, 300, 1000]) / (4 * max([100, 200, 300, 1000])),
     "ss-mla-gqa-equivalent": (512 + 64) / (2 * 128),
+    # evaluation
+    "eval-bpb-to-perplexity": math.exp(0.80 * 4.0 * math.log(2)),
+    "eval-pass-at-k-value": _pass_at_k_by_subsets(10, 3, 5),
+    "eval-min-k-score": _min_k_prob([-0.1, -0.3, -2.5, -0.2, -4.0, -0.05, -0.6, -1.2, -0.4, -0.15], 0.2),
+    "eval-paired-difference": 0.02 / math.hypot(math.sqrt(0.81 * 0.19 / 1000), math.sqrt(0.79 * 0.21 / 1000)),
 }
 
 
@@ -85,10 +107,21 @@ def _mla_shrink(env: dict) -> float:
     return mha / mla
 
 
+def _pass_at_2(env: dict) -> float:
+    return _pass_at_k_by_subsets(env["n"], env["c"], 2)
+
+
+def _ci_half_width_points(env: dict) -> float:
+    p = env["acc"] / 100
+    return 100 * 1.959964 * math.sqrt(p * (1 - p) / env["n"])  # the 97.5% normal quantile
+
+
 # parametric card -> the answer for one draw, computed without the card's formula
 PARAMETRIC = {
     "ss-pool-blocks": _pool_blocks,
     "ss-mla-vs-mha-ratio": _mla_shrink,
+    "eval-pass-at-2": _pass_at_2,
+    "eval-error-bar": _ci_half_width_points,
 }
 
 
@@ -110,3 +143,23 @@ def test_parametric_card_matches_first_principles_on_every_draw(cards, card: str
         derived = PARAMETRIC[card](env)
         card_says = answer(q, env)
         assert q.tolerance.accepts(card_says, derived), f"{card} at {env}: card {card_says}, derived {derived}"
+
+
+def test_the_compared_tokenizers_card_states_the_right_bits_per_byte() -> None:
+    """eval-ppl-compare-tokenizers: B, ~0.83 bits per byte, against A's ~0.91."""
+    a, b = math.log2(9.0) / 3.5, math.log2(14.0) / 4.6
+    assert (round(a, 2), round(b, 2)) == (0.91, 0.83)
+
+
+def test_pooling_pass_at_k_over_problems_is_wrong_by_what_the_spot_bug_card_says() -> None:
+    """eval-bug-pass-at-k-pooled: one problem always solved, one never, n = 10, k = 10."""
+    per_problem = (_pass_at_k_by_subsets(10, 10, 10) + _pass_at_k_by_subsets(10, 0, 10)) / 2
+    assert per_problem == 0.5
+    assert _pass_at_k_by_subsets(20, 10, 10) > 0.99
+
+
+def test_the_acc_norm_card_picks_as_the_harness_does() -> None:
+    """eval-acc-norm: raw sums pick X (5 chars, -3.0); per character Y (20 chars, -8.0) wins."""
+    lls, lengths = [-3.0, -8.0], [5, 20]
+    assert max(range(2), key=lambda i: lls[i]) == 0
+    assert max(range(2), key=lambda i: lls[i] / lengths[i]) == 1

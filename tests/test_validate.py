@@ -22,7 +22,7 @@ GOOD = FIXTURES / "good"
 TOPICS = {
     "block", "attention", "mha", "positional", "masking", "normalization", "ffn", "gqa", "flash", "kv_cache",
     "architectures", "moe", "pitfalls", "tokenization", "sampling", "loss", "scaling", "serving", "training",
-    "beyond_attention", "serving_structures",
+    "beyond_attention", "serving_structures", "evaluation",
 }
 runner = CliRunner()
 
