@@ -21,6 +21,7 @@ TOPICS = {
     "block", "attention", "mha", "positional", "masking", "normalization", "ffn", "gqa", "flash", "kv_cache",
     "architectures", "moe", "pitfalls", "tokenization", "sampling", "loss", "scaling", "serving", "training",
     "beyond_attention", "post_training", "quantization", "peft", "optimizers", "long_context", "decoding",
+    "serving_structures", "evaluation",
 }
 
 # seed drill question (gist) -> card id
