@@ -63,6 +63,9 @@ class ScanResult:
         if longest and longest[1]:
             line += (f"; right option longest in {longest[0]} of {longest[1]} choice questions"
                      f" ({longest[0] / longest[1]:.0%})")
+        positions = self.figures.get("right_positions")
+        if positions and sum(positions.values()):
+            line += "; right option at " + " ".join(f"{p} {n}" for p, n in positions.items())
         return line
 
 
