@@ -69,6 +69,8 @@ def build_question(data: LineDict, topic: str, out: Collector, every: frozenset[
     before = len(out.problems)
     every = every if every is not None else all_fields()
     name = data.get("kind")
+    if isinstance(name, str) and name not in kinds.REGISTRY and name.replace("-", "_") in kinds.REGISTRY:
+        name = name.replace("-", "_")  # `spot-bug` as typed on the command line: one kind, one spelling shown
     kind = kinds.REGISTRY.get(name) if isinstance(name, str) else None
     if kind is None:
         if name is not None:
