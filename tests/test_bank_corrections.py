@@ -288,7 +288,27 @@ ISSUE_28 = (
         not_says=(r"M ≈ 100 KB", r"keeps blocks of about M/d rows of Q in SRAM and streams"),
     ),
 )
-ALL_CORRECTIONS = CORRECTIONS + ISSUE_28
+# issue 31 §3: a key point that is a formula credits an equivalent form of it.
+ISSUE_31 = (
+    Correction(
+        "norm-rmsnorm-backward",
+        says=(r"any equivalent form",),
+        ticks=(("grad_x = (g",
+                "grad_x = (1/r) * (g*w - x * mean(g*w*x)/r^2)",
+                "grad_x = g * w / r"),
+               ("grad_x = (g",
+                "grad_x = (g - x̂ * mean(g * x̂)) / r",
+                "grad_x = rsqrt of the mean times g")),
+    ),
+    Correction(
+        "norm-layernorm-backward",
+        says=(r"any equivalent form",),
+        ticks=(("dx = (1/σ)",
+                "dx = (g - mean(g) - (x - mu) * mean(g * (x - mu)) / sigma^2) / sigma",
+                "dx = g / sigma"),),
+    ),
+)
+ALL_CORRECTIONS = CORRECTIONS + ISSUE_28 + ISSUE_31
 
 
 @pytest.mark.parametrize("fix", ALL_CORRECTIONS, ids=[f"{c.card}-{i}" for i, c in enumerate(ALL_CORRECTIONS)])
