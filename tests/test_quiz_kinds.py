@@ -323,9 +323,12 @@ def _choice(n: int, longest_right: bool) -> str:
         right, wrong = "the right answer, spelled out at length", "wrong"
     else:
         right, wrong = "right", "a wrong answer, spelled out at length"
+    options = [f"      - {{text: \"{right} {n}\", correct: true}}\n",
+               f"      - {{text: \"{wrong} {n}\", correct: false}}\n"]
+    if n % 2:  # the right option at a and b alike: the position audit (issue 28) has nothing to say here
+        options.reverse()
     return (f"  - id: pick-{n:02d}\n    kind: choice\n    difficulty: easy\n    prompt: \"Pick {n}.\"\n"
-            f"    explanation: \"Because.\"\n    options:\n      - {{text: \"{right} {n}\", correct: true}}\n"
-            f"      - {{text: \"{wrong} {n}\", correct: false}}\n")
+            f"    explanation: \"Because.\"\n    options:\n" + "".join(options))
 
 
 @pytest.mark.parametrize(("total", "longest", "refused"), [(10, 4, True), (20, 7, False), (9, 9, False)])
