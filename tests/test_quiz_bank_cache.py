@@ -54,3 +54,14 @@ def test_a_cache_that_does_not_fit_is_rebuilt(tmp_path: Path, how: str) -> None:
     assert again.questions == fresh.questions
     assert marshal.loads(cache.read_bytes())["questions"][0] != _tamper(
         marshal.loads(cache.read_bytes()), how)["questions"][0]  # rewritten with the good one
+
+
+def test_the_shipped_folders_are_where_importlib_resources_puts_them() -> None:
+    """drill.paths finds them through the import spec (no importlib.resources + zipfile on a start-up)."""
+    from importlib import resources
+
+    from drill.paths import exercises_dir, questions_dir
+
+    assert questions_dir() == Path(str(resources.files("drill.questions")))
+    assert exercises_dir() == Path(str(resources.files("drill.exercises")))
+    assert (questions_dir() / "block.yaml").is_file()
