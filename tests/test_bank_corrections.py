@@ -219,7 +219,99 @@ CORRECTIONS = (
 )
 
 
-@pytest.mark.parametrize("fix", CORRECTIONS, ids=[c.card for c in CORRECTIONS])
+# issue 28 §1: an audit of the whole bank against the papers and the libraries' own code.
+ISSUE_28 = (
+    Correction(
+        "block-weight-tying",
+        says=(r"ValueError", r"clone\(\)", r"tie_weights\(\)", r"about 65M", r"37k tokens"),
+        not_says=(r"two param groups on one tensor fight", r"receive conflicting updates", r"16\.4M of\s+roughly"),
+        ticks=(("copying the values",
+                "Both modules must hold the same tensor object; copying it with .data = or clone() unties them.",
+                "Tie it before creating the optimizer, or two parameter groups fight over it."),),
+    ),
+    Correction(
+        "gqa-expand-kv-memory",
+        says=(r"fold each group into the query axis", r"q\.reshape\(B, 8, 4·T, d\)", r"expands K to the broadcast"),
+        not_says=(r"so a plain\s+batched matmul broadcasts against \(B, 8, 1, S, d\) without a copy",
+                  r"barely improved"),
+        ticks=(("Fix: share K/V inside the kernel",
+                "Call SDPA with enable_gqa=True, or fold the query group into the sequence axis.",
+                "Reshape q to (B, 8, 4, T, d) so that matmul broadcasts K without a copy."),),
+    ),
+    Correction(
+        "pit-rope-pairing-convention",
+        says=(r"two different failures", r"the offset test passes", r"comparison of logits"),
+        not_says=(r"you get the same failure if the checkpoint",),
+        ticks=(("A checkpoint trained with the other pairing",
+                "When the checkpoint was trained with the other pairing, only comparing logits against a reference "
+                "implementation finds it.",
+                "Run the offset invariance test: it catches every pairing problem."),),
+    ),
+    Correction("beyond-window-eviction-choice", says=(r"constant cost per generated token",)),
+    Correction(
+        "arch-t5-span-count",
+        says=(r"random_spans_noise_mask", r"round\(77 / 3\)", r"26 spans, exactly"),
+        not_says=(r"≈ 25\.6 spans",),
+    ),
+    Correction("train-which-parallelism", says=(r"208 GB", r"A 1\.3B model"),
+               not_says=(r"A 13B model trains well with data parallelism",)),
+    Correction("scale-6n-flops", says=(r"4·n_layers·n_ctx·d", r"averaged over a causal sequence")),
+    Correction("flash-no-visible-key", says=(r"stores \+inf", r"split-KV")),
+    Correction("mha-contiguous-view", says=(r"\(or h = 1\)", r"size-1 axis")),
+    Correction("bug-gqa-repeat-tiles", says=(r"equals n_heads", r"group = 1"),
+               not_says=(r"match only when n_kv_heads = 1\.",)),
+    Correction("norm-qk-norm", says=(r"whole projection", r"Qwen3 and Gemma 3", r"OLMo 2"),
+               not_says=(r"to each\s+head's query and key vectors",)),
+    Correction("moe-norm-topk-prob", says=(r"Qwen3-MoE and DeepSeek-V3",),
+               not_says=(r"Qwen-MoE and\s+DeepSeek-V2 use them as they are",)),
+    Correction("moe-router-precision", says=(r"2\.4 decimal digits",), not_says=(r"about 3 significant",)),
+    Correction("moe-load-balancing", says=(r"sequence-wise balance loss",)),
+    Correction("serve-speculative-exactness", says=(r"up with a poor one", r"slower than without it"),
+               not_says=(r"Nothing in distribution; it is faster",)),
+    Correction("ffn-param-share", says=(r"outlier activations",), not_says=(r"most\s+quantization-sensitive",)),
+    Correction("ffn-what-mlp-adds", says=(r"MoE replaces the MLP",), not_says=(r"quantizing it hurts the most",)),
+    Correction("ffn-silu-to-constant", says=(r"beats the classic ReLU FFN",), not_says=(r"which underperforms",)),
+    Correction("pos-rope-qk-not-v", says=(r"reference implementation",),
+               not_says=(r"injects noise rather than signal", r"just ends up worse")),
+    Correction("pos-rope-90-seconds", says=(r"Position Interpolation, YaRN",), not_says=(r"single knob",)),
+    Correction("pos-additive-activation", says=(r"broadcast over the batch", r"25\.6 MB"),
+               not_says=(r"rotates q and k in place and adds nothing",)),
+    Correction("pos-learned-absolute-limit", says=(r"rises sharply",), not_says=(r"degrades gradually",)),
+    Correction("norm-pre-vs-post-claims", says=(r"adds one final norm",)),
+    Correction("norm-layernorm-symbols", says=(r"input of fixed\s+scale",),
+               not_says=(r"makes the sublayer's input scale\s+regardless", r"no measured loss")),
+    Correction("block-embedding-sqrt-d", says=(r"do not say why",), not_says=(r"by √d for this reason",)),
+    Correction("block-final-norm", says=(r"GPT-2",), not_says=(r"miscalibration", r"retuning per checkpoint")),
+    Correction(
+        "flash-io-complexity",
+        says=(r"Algorithm 1", r"FlashAttention-2\s+swaps the loops", r"192 KB per SM"),
+        not_says=(r"M ≈ 100 KB", r"keeps blocks of about M/d rows of Q in SRAM and streams"),
+    ),
+)
+# issue 31 §3: a key point that is a formula credits an equivalent form of it.
+ISSUE_31 = (
+    Correction(
+        "norm-rmsnorm-backward",
+        says=(r"any equivalent form",),
+        ticks=(("grad_x = (g",
+                "grad_x = (1/r) * (g*w - x * mean(g*w*x)/r^2)",
+                "grad_x = g * w / r"),
+               ("grad_x = (g",
+                "grad_x = (g - x̂ * mean(g * x̂)) / r",
+                "grad_x = rsqrt of the mean times g")),
+    ),
+    Correction(
+        "norm-layernorm-backward",
+        says=(r"any equivalent form",),
+        ticks=(("dx = (1/σ)",
+                "dx = (g - mean(g) - (x - mu) * mean(g * (x - mu)) / sigma^2) / sigma",
+                "dx = g / sigma"),),
+    ),
+)
+ALL_CORRECTIONS = CORRECTIONS + ISSUE_28 + ISSUE_31
+
+
+@pytest.mark.parametrize("fix", ALL_CORRECTIONS, ids=[f"{c.card}-{i}" for i, c in enumerate(ALL_CORRECTIONS)])
 def test_card_says_the_corrected_claim(cards: dict[str, Question], fix: Correction) -> None:
     text = teaching_text(cards[fix.card])
     for pattern in fix.says:
@@ -228,7 +320,8 @@ def test_card_says_the_corrected_claim(cards: dict[str, Question], fix: Correcti
         assert not re.search(pattern, text, re.MULTILINE), f"{fix.card} teaches the old claim again: {pattern!r}"
 
 
-@pytest.mark.parametrize("fix", [c for c in CORRECTIONS if c.ticks], ids=[c.card for c in CORRECTIONS if c.ticks])
+@pytest.mark.parametrize("fix", [c for c in ALL_CORRECTIONS if c.ticks],
+                         ids=[f"{c.card}-{i}" for i, c in enumerate(ALL_CORRECTIONS) if c.ticks])
 def test_corrected_key_point_grades_the_corrected_fact(cards: dict[str, Question], fix: Correction) -> None:
     card = cards[fix.card]
     assert isinstance(card, RecallQuestion)
@@ -237,6 +330,23 @@ def test_corrected_key_point_grades_the_corrected_fact(cards: dict[str, Question
         assert len(points) == 1, f"{fix.card}: no single key point containing {fragment!r}"
         assert points[0].matches(right), f"{fix.card}: {fragment!r} does not tick a right answer: {right!r}"
         assert not points[0].matches(wrong), f"{fix.card}: {fragment!r} ticks the misconception {wrong!r}"
+
+
+
+def test_t5_span_count_grades_the_rounded_count(cards: dict[str, Question]) -> None:
+    """random_spans_noise_mask makes round(round(512 * 0.15) / 3) = 26 spans; 25.6 is the unrounded figure."""
+    card = cards["arch-t5-span-count"]
+    assert card.answer == round(round(512 * 0.15) / 3) == 26
+    for typed in (26, 25.6):
+        assert card.tolerance.accepts(typed, card.answer)
+    for typed in (25, 27, 77):
+        assert not card.tolerance.accepts(typed, card.answer)
+
+
+def test_no_card_calls_the_ffn_the_most_quantization_sensitive_block(cards: dict[str, Question]) -> None:
+    """Sensitivity to quantization follows outlier activations, not a block's share of the parameters."""
+    claim = re.compile(r"most\s+quantization-sensitive|quantizing it hurts the most", re.IGNORECASE)
+    assert not [q.id for q in cards.values() if claim.search(teaching_text(q))]
 
 
 MOE_SOURCES = {

@@ -25,6 +25,8 @@ KIB, MIB, GIB = 2**10, 2**20, 2**30
 LLAMA3_8B = dict(vocab=128256, d=4096, layers=32, heads=32, kv_heads=8, head_dim=128, d_ff=14336, tied=False)
 LLAMA3_70B = dict(vocab=128256, d=8192, layers=80, heads=64, kv_heads=8, head_dim=128, d_ff=28672, tied=False)
 LLAMA32_1B = dict(vocab=128256, d=2048, layers=16, heads=32, kv_heads=8, head_dim=64, d_ff=8192, tied=True)
+QWEN25_7B = dict(vocab=152064, d=3584, layers=28, heads=28, kv_heads=4, head_dim=128, d_ff=18944, tied=False)
+QWEN25_7B_QKV_BIAS = 3584 + 2 * 4 * 128  # Qwen2 puts a bias on q, k and v only
 LLAMA2_7B = dict(vocab=32000, d=4096, layers=32, heads=32, kv_heads=32, head_dim=128, d_ff=11008, tied=False)
 
 # H100 SXM datasheet: dense bf16 tensor throughput and HBM3 bandwidth.
@@ -182,7 +184,7 @@ EXPECTED: dict[str, float] = {
     "pos-alibi-bias-alignment": -0.5 * ((5 - 2 + 0) - 1),
     "flash-standard-hbm-traffic": 4 * 32 * 4096**2 * 2 / GIB,
     "flash-merge-partials": (math.exp(2.0) * 1.0 + math.exp(1.0) * 3.0) / (math.exp(2.0) + math.exp(1.0)),
-    "block-llama-layer-params": layer_params(LLAMA3_8B) / 1e6,
+    "block-llama-layer-params": (layer_params(QWEN25_7B) + QWEN25_7B_QKV_BIAS) / 1e6,
     "block-llama3-70b-params": model_params(LLAMA3_70B) / 1e9,
     "block-tied-embedding-saving": LLAMA32_1B["vocab"] * LLAMA32_1B["d"] / 1e6,
     "ffn-param-share-llama3": 100 * 3 * 4096 * 14336 / (layer_params(LLAMA3_8B) - 2 * 4096),

@@ -215,3 +215,44 @@ def test_export_anki_with_no_match_is_one_line(tmp_path: Path, home: Path) -> No
                                  "-o", str(tmp_path / "x.apkg")])
     assert result.exit_code == 2 and "no question matches" in result.output
     assert not (tmp_path / "x.apkg").exists()
+
+
+ANKI_CHOICES = "topic: alpha\nquestions:\n" + "".join(f"""\
+  - id: anki-order-{n:02d}
+    kind: choice
+    difficulty: easy
+    prompt: "Question {n}: which option is right?"
+    explanation: "The first."
+    options:
+      - {{text: "right option {n}", correct: true}}
+      - {{text: "wrong option one of {n}", correct: false}}
+      - {{text: "wrong option two of {n}", correct: false}}
+      - {{text: "wrong option three of {n}", correct: false}}
+""" for n in range(12))
+
+
+def _fronts(apkg: Path, tmp_path: Path) -> dict[str, str]:
+    return {flds.split("\x1f")[2]: flds.split("\x1f")[0] for _, flds, _ in _notes(apkg, tmp_path)}
+
+
+def test_export_anki_shuffles_options_the_same_way_every_time(tmp_path: Path, home: Path) -> None:
+    """Bank order puts the right option first here; the deck must not (issue 28 §2), and a re-export
+    must give each card the same order (seeded by its id), so an updated note does not reshuffle."""
+    bank = tmp_path / "bank"
+    bank.mkdir()
+    (bank / "alpha.yaml").write_text(ANKI_CHOICES)
+    first, second = tmp_path / "one.apkg", tmp_path / "two.apkg"
+    for out in (first, second):
+        result = runner.invoke(app, ["export", "anki", "--bank", str(bank), "-o", str(out)])
+        assert result.exit_code == 0, result.output
+    fronts = _fronts(first, tmp_path / "1")
+    assert fronts == _fronts(second, tmp_path / "2")
+    right_letters = {}
+    for qid, front in fronts.items():
+        n = int(qid.rsplit("-", 1)[1])
+        line = next(x for x in front.splitlines() if f"right option {n}" in x)
+        right_letters[qid] = line[0]
+        assert sorted(x[3:] for x in front.splitlines() if x[1:3] == ") ") == sorted(
+            [f"right option {n}", *(f"wrong option {w} of {n}" for w in ("one", "two", "three"))])
+    assert len(set(right_letters.values())) >= 3, right_letters  # spread over the positions, not all at a)
+    assert sum(letter == "a" for letter in right_letters.values()) <= 6

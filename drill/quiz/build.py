@@ -69,6 +69,8 @@ def build_question(data: LineDict, topic: str, out: Collector, every: frozenset[
     before = len(out.problems)
     every = every if every is not None else all_fields()
     name = data.get("kind")
+    if isinstance(name, str) and name not in kinds.REGISTRY and name.replace("-", "_") in kinds.REGISTRY:
+        name = name.replace("-", "_")  # `spot-bug` as typed on the command line: one kind, one spelling shown
     kind = kinds.REGISTRY.get(name) if isinstance(name, str) else None
     if kind is None:
         if name is not None:
@@ -103,7 +105,7 @@ def build_question(data: LineDict, topic: str, out: Collector, every: frozenset[
         explanation=fields.text("explanation"),
         tags=tags,
         source=fields.text("source", required=False),
-        hints=fields.strings("hints"),
+        **_hints(fields),
         common_wrong=_common_wrong(fields),
         file=out.file,
         line=data.line,
@@ -111,6 +113,39 @@ def build_question(data: LineDict, topic: str, out: Collector, every: frozenset[
     )
     question = kind.build(fields, common)
     return question if len(out.problems) == before else None
+
+
+def _hints(fields: Fields) -> dict[str, tuple[Any, ...]]:
+    """`hints`: each item is text, or `{text, worked: true}` for a hint that carries the worked
+    formula (reading it caps the rating at Hard, as reading the last hint does)."""
+    texts: list[str] = []
+    worked: list[int] = []
+    for item in fields.items("hints"):
+        if isinstance(item, str):
+            if item.strip():
+                texts.append(item)
+            else:
+                fields.out.add(fields.line("hints"), f"{fields.what}: every item of 'hints' must be non-empty text "
+                                                     "or a mapping {text, worked}")
+            continue
+        line = item.line if isinstance(item, LineDict) else fields.line("hints")
+        sub = fields.sub(item, "hint (text, or a mapping {text, worked})", line)
+        if sub is None:
+            continue
+        sub.check_keys(("text",), ("worked",))
+        text = sub.text("text")
+        flag = item.get("worked", False)
+        if not isinstance(flag, bool):
+            fields.out.add(sub.line("worked"), f"{fields.what}: a hint's 'worked' must be true or false, "
+                                               f"not {type_name(flag)}")
+        if text:
+            if flag is True:
+                if not texts:
+                    fields.out.add(line, f"{fields.what}: the first hint is marked worked; the first hint must "
+                                         "nudge towards the method: put the worked formula in a later hint")
+                worked.append(len(texts))
+            texts.append(text)
+    return {"hints": tuple(texts), "worked_hints": tuple(worked)}
 
 
 def _common_wrong(fields: Fields) -> tuple[CommonWrong, ...]:

@@ -31,7 +31,8 @@ def quiz(
     difficulty: Annotated[str | None, typer.Option("--difficulty", "-d", help="easy, medium or hard.")] = None,
     kind: Annotated[list[str] | None, typer.Option(
         "--kind", metavar="KIND[,KIND]",
-        help="Only these kinds of question: recall, choice, numeric, parametric, spot-bug.")] = None,
+        help="Only these kinds of question: recall, choice, numeric, parametric, spot_bug "
+             "(spot-bug works too).")] = None,
     count: Annotated[int, typer.Option(
         "--count", "-n", min=1,
         help="At most this many questions, repeats included (a missed card comes back once at the end "

@@ -21,6 +21,7 @@ import sys
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ from drill.quiz.numbers import Tolerance
 from drill.quiz.schema import Bank, CommonWrong, Question
 from drill.quiz.yamlread import YamlSyntaxError, read_yaml
 
-CACHE_FORMAT = 5  # 5: built questions, not the parse
+CACHE_FORMAT = 6  # 5: built questions, not the parse; 6: field values in order, nested ones named
 
 
 class BankError(UserError):
@@ -63,6 +64,9 @@ class ScanResult:
         if longest and longest[1]:
             line += (f"; right option longest in {longest[0]} of {longest[1]} choice questions"
                      f" ({longest[0] / longest[1]:.0%})")
+        positions = self.figures.get("right_positions")
+        if positions and sum(positions.values()):
+            line += "; right option at " + " ".join(f"{p} {n}" for p, n in positions.items())
         return line
 
 
@@ -228,18 +232,20 @@ def _types() -> dict[str, type]:
 
 
 def _encode(value: Any, types: dict[str, type], files: dict[str, int]) -> Any:
-    """A built question as marshal data: a dataclass is a dict with its type under "", a
-    tuple holding dataclasses a list (plain tuples stay tuples); a question's `file` is the
-    index of its file (display names depend on the working folder: recomputed at load)."""
+    """A built question as marshal data: a dataclass is {"": type name, "v": its field values in
+    field order, "n": the indexes of the values holding dataclasses}, a tuple holding dataclasses
+    a list (plain tuples stay tuples); a question's `file` is the index of its file (display names
+    depend on the working folder: recomputed at load). Values in field order, with the nested ones
+    named, let a warm start rebuild a question without looking at every field."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         name = type(value).__name__
         if types.get(name) is not type(value):
             raise TypeError(f"{name} is not a registered type")
-        data = {f.name: _encode(getattr(value, f.name), types, files) for f in dataclasses.fields(value)}
+        values = [_encode(getattr(value, f.name), types, files) for f in dataclasses.fields(value)]
         if isinstance(value, Question):
-            data["file"] = files[value.file]
-        data[""] = name
-        return data
+            values[_field_order(type(value)).index("file")] = files[value.file]
+        nested = tuple(i for i, item in enumerate(values) if isinstance(item, (dict, list)))
+        return {"": name, "v": tuple(values), "n": nested}
     if isinstance(value, tuple):
         items = [_encode(item, types, files) for item in value]
         return items if any(isinstance(item, (dict, list)) for item in items) else tuple(items)
@@ -249,19 +255,36 @@ def _encode(value: Any, types: dict[str, type], files: dict[str, int]) -> Any:
 
 
 def _decode(data: dict[str, Any], types: dict[str, type], shown: list[str]) -> Any:
-    """The dataclass `_encode` made `data` from (a KeyError/TypeError for anything else)."""
-    fields = {}
-    for name, value in data.items():
-        kind = type(value)
-        if kind is dict:
-            value = _decode(value, types, shown)
-        elif kind is list:
-            value = tuple(_decode(item, types, shown) if type(item) is dict else item for item in value)
-        fields[name] = value
-    cls = types[fields.pop("")]
+    """The dataclass `_encode` made `data` from (a KeyError/TypeError/IndexError for anything else)."""
+    cls = types[data[""]]
+    names = _field_order(cls)
+    values = data["v"]
+    if type(values) is not tuple or len(values) != len(names):
+        raise KeyError(cls.__name__)  # not what this drill's type holds: the caller rebuilds
+    nested = data["n"]
+    if nested:
+        values = list(values)
+        for i in nested:
+            item = values[i]
+            if type(item) is dict:
+                values[i] = _decode(item, types, shown)
+            elif type(item) is list:
+                values[i] = tuple(_decode(x, types, shown) if type(x) is dict else x for x in item)
+            else:
+                raise KeyError(i)  # named as nested but not: not this drill's cache
+    fields = dict(zip(names, values, strict=True))
     if issubclass(cls, Question):
         fields["file"] = shown[fields["file"]]
-    return cls(**fields)
+    # Filled in directly rather than through the frozen __init__ (a setattr per field): the names
+    # are the type's own, in its order, and no registered type has a __post_init__.
+    obj = object.__new__(cls)
+    obj.__dict__.update(fields)
+    return obj
+
+
+@lru_cache(maxsize=64)
+def _field_order(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))
 
 
 def _read_cache(cache_file: Path, key: tuple[Any, ...], files: list[Path]) -> Bank | None:

@@ -24,6 +24,9 @@ from drill.quiz.session import LineReader, Session, render_summary, terminal_rea
 from drill.store import Store, open_store
 
 EXIT_INTERRUPTED = 130
+# An explicit --topic/--kind over cards never seen draws this many new cards of that selection a day even when
+# the daily new-card limit is spent: asking for spot_bug on day one must not answer "today's new cards are done".
+FILTERED_NEW_EXTRA = 5
 
 
 @dataclass(frozen=True)
@@ -69,9 +72,23 @@ def run_quiz(
         else:
             cards = store.cards()
             since = now.astimezone().replace(hour=0, minute=0, second=0, microsecond=0).astimezone(timezone.utc)
-            done = new_today(store.reviews(since=since.isoformat()), now)
-            queue = due_queue(pool, cards, now, new_limit=options.new_limit, new_done_today=done, count=options.count,
-                              rng=rng)
+            todays = store.reviews(since=since.isoformat())
+            done = new_today(todays, now)
+            ration = max(0, options.new_limit - done)
+            allowed = ration
+            if filters.topics or filters.kinds:
+                ids = {q.id for q in pool}
+                done_here = new_today((r for r in todays if r.question_id in ids), now)
+                allowed = max(ration, FILTERED_NEW_EXTRA - done_here)
+            queue = due_queue(pool, cards, now, new_limit=allowed, new_done_today=0, count=options.count, rng=rng)
+            past = sum(q.id not in cards for q in queue) - ration
+            if past > 0:
+                asked = ", ".join((*filters.topics, *filters.kinds))
+                used = "is used up" if ration == 0 else f"leaves {ration}"
+                console.print(Text(f"today's limit of {options.new_limit} new cards {used}; drawing {past} new "
+                                   f"{'card' if past == 1 else 'cards'} of {asked} past it, since you asked "
+                                   f"for them (at most {FILTERED_NEW_EXTRA} a day per selection; --new-limit "
+                                   "sets the limit)", style="yellow"))
             scheduler = scheduler_for(store, options.retention, fuzz=fuzz)
             if not queue:
                 _nothing_due(console, pool, cards, done, options.new_limit, now)

@@ -42,6 +42,7 @@ class Question:
     tags: tuple[str, ...] = ()
     source: str = ""
     hints: tuple[str, ...] = ()
+    worked_hints: tuple[int, ...] = ()  # indexes of the hints marked `worked: true` (they carry the worked formula)
     common_wrong: tuple[CommonWrong, ...] = ()
     file: str = ""
     line: int = 0
@@ -50,6 +51,13 @@ class Question:
     @property
     def where(self) -> str:
         return f"{self.file}:{self.line}"
+
+    def hint_caps(self, shown: int) -> bool:
+        """Whether reading the first `shown` hints caps the answer's rating at Hard: the learner
+        read the last hint, or one marked `worked` (it does the card's work for them)."""
+        if shown <= 0 or not self.hints:
+            return False
+        return shown >= len(self.hints) or any(index < shown for index in self.worked_hints)
 
     def line_of(self, name: str) -> int:
         """Source line of one field (for validation messages); the question's line if unknown."""

@@ -92,6 +92,7 @@ class SessionResult:
     ratings: Counter[int] = field(default_factory=Counter)
     auto_right: int = 0
     auto_wrong: int = 0
+    hint_capped: int = 0  # answers rated Hard at most because a worked or the last hint was read
     ended_by: str = "done"  # done | quit | eof | interrupt | error
     error: str = ""  # why the store refused a write (ended_by == "error")
     seconds: float = 0.0
@@ -115,6 +116,7 @@ class Session:
     source: str = "quiz"  # recorded with each scheduled review; drill mock sets "mock"
     shuffle: bool = True  # choice options in a seeded random order: banks tend to list the right one first
     _hint_note: bool = field(default=False, init=False, repr=False)  # the "? for a hint" line is still to show
+    _hints_seen: int = field(default=0, init=False, repr=False)  # hints shown for the card on screen
 
     def ask(self, question: Question) -> tuple[int, str, bool | None]:
         """Ask ONE question and save its rating; returns (rating, answer, auto-check result).
@@ -126,6 +128,11 @@ class Session:
         rating, answer, right, began = self._ask(question)
         self._save(question, rating, answer, began)
         return rating, answer, right
+
+    @property
+    def hints_seen(self) -> int:
+        """How many hints the learner read on the card on screen (or the last one asked)."""
+        return self._hints_seen
 
     def record_miss(self, question: Question, answer: str, seconds: float) -> None:
         """Save an Again for a question the learner saw and chose not to answer
@@ -154,6 +161,7 @@ class Session:
                 self._save(question, rating, answer, began)
                 result.asked += 1
                 result.ratings[rating] += 1
+                result.hint_capped += question.hint_caps(self._hints_seen)
                 if right is True:
                     result.auto_right += 1
                 elif right is False:
@@ -201,13 +209,16 @@ class Session:
             self._hint_note = False
             count = len(question.hints)
             self.say(f"? for a hint ({count} available)" if count > 1 else "? for a hint", "dim")
-        shown = 0
         while True:
             text = self.line(prompt)
             if text.strip().lower() in HINT_WORDS:
+                shown = self._hints_seen
                 if shown < len(question.hints):
                     self.say(f"hint: {question.hints[shown]}", "yellow")
-                    shown += 1
+                    self._hints_seen = shown + 1
+                    if question.hint_caps(shown + 1) and not question.hint_caps(shown):
+                        why = "the last hint" if shown + 1 == len(question.hints) else "a worked hint"
+                        self.say(f"({why}: this answer is rated Hard at most, so the card comes back soon)", "dim")
                 else:
                     self.say("no more hints" if question.hints else "this question has no hints", "yellow")
                 continue
@@ -247,25 +258,32 @@ class Session:
     def _ask(self, question: Question) -> tuple[int, str, bool | None, float]:
         began = time.monotonic()
         self._hint_note = bool(question.hints)
+        self._hints_seen = 0
         asked = kinds.get(question.kind).ask(self, question)
-        return asked.rating, asked.answer, asked.right, began
+        rating = asked.rating
+        if question.hint_caps(self._hints_seen) and rating > HARD:
+            rating = HARD  # the hint did the card's work: it is not known yet, whatever the answer
+            self.say(f"rated {RATING_NAMES[HARD]}, not {RATING_NAMES[asked.rating]}: hint-capped "
+                     f"({self._hints_seen} of {len(question.hints)} hints read)", "yellow")
+        return rating, asked.answer, asked.right, began
 
     # -- saving -----------------------------------------------------------
 
     def _save(self, question: Question, rating: int, answer: str, began: float) -> None:
         now = self.clock()
         duration = int((time.monotonic() - began) * 1000)
+        hints = {"hints_shown": self._hints_seen, "hint_capped": question.hint_caps(self._hints_seen)}
         if self.scheduler is None:
             self.store.record_review(
                 question.id, rating, answer=answer, duration_ms=duration, topic=question.topic,
-                source="cram", reviewed_at=now.astimezone(timezone.utc).isoformat(),
+                source="cram", reviewed_at=now.astimezone(timezone.utc).isoformat(), **hints,
             )
             return
         outcome = self.scheduler.review(self.store.card_json(question.id), rating, now)
         self.store.record_review(
             question.id, rating, answer=answer, duration_ms=duration, card_json=outcome.card_json,
             due=outcome.due.astimezone(timezone.utc).isoformat(), lapsed=outcome.lapsed,
-            topic=question.topic, source=self.source, reviewed_at=now.astimezone(timezone.utc).isoformat(),
+            topic=question.topic, source=self.source, reviewed_at=now.astimezone(timezone.utc).isoformat(), **hints,
         )
         if outcome.lapsed:
             lapses = self.store.cards().get(question.id, {}).get("lapses", 0)
@@ -296,6 +314,8 @@ def render_summary(console: Console, result: SessionResult, *, cram: bool, due_l
                 table.add_row(RATING_NAMES[rating], str(result.ratings[rating]))
         if result.auto_right + result.auto_wrong:
             table.add_row("auto-checked", f"{result.auto_right}/{result.auto_right + result.auto_wrong} right")
+        if result.hint_capped:
+            table.add_row("hint-capped", f"{result.hint_capped} (rated Hard at most)")
         minutes, seconds = divmod(int(result.seconds), 60)
         table.add_row("time", f"{minutes}m {seconds:02d}s")
         console.print(table)

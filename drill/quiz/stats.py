@@ -41,6 +41,8 @@ class TopicRetention:
 class Stats:
     total_reviews: int = 0  # scheduled reviews (quiz and mock); cram answers are counted apart
     cram_reviews: int = 0
+    hinted_reviews: int = 0  # scheduled reviews answered after reading a hint (counted within total_reviews)
+    hint_capped_reviews: int = 0  # of those, rated Hard at most: the last hint, or a worked one, was read
     cards: int = 0
     per_day: list[tuple[date, int]] = field(default_factory=list)  # oldest first, HISTORY_DAYS entries
     cram_per_day: dict[date, int] = field(default_factory=dict)
@@ -115,6 +117,8 @@ def compute_stats(reviews: Iterable[Review], cards: Mapping[str, Mapping[str, An
         else:
             stats.total_reviews += 1
             day_counts[day] += 1
+            stats.hinted_reviews += review.hints_shown > 0
+            stats.hint_capped_reviews += review.hint_capped
     days = [today - timedelta(days=i) for i in range(HISTORY_DAYS - 1, -1, -1)]
     stats.per_day = [(d, day_counts[d]) for d in days]
     stats.cram_per_day = {d: cram_days[d] for d in days if cram_days[d]}
@@ -168,6 +172,9 @@ def _render_totals(stats: Stats, console: Any) -> None:
         cram = f" (+ {stats.cram_reviews} cram answer{'s' * (stats.cram_reviews != 1)}, not scheduled)"
     reviews = f"{stats.total_reviews} review{'s' * (stats.total_reviews != 1)}"
     console.print(Text(f"{reviews}, {stats.cards} card{'s' * (stats.cards != 1)} scheduled{cram}", style="bold"))
+    if stats.hinted_reviews:
+        console.print(Text(f"{stats.hinted_reviews} of them answered after a hint, {stats.hint_capped_reviews} "
+                           "hint-capped (the last or a worked hint read: rated Hard at most)", style="dim"))
     if not stats.total_reviews and not stats.cram_reviews:
         console.print(Text("No reviews yet — start with `drill quiz`.", style="dim"))
     elif stats.cram_reviews:

@@ -60,6 +60,8 @@ class Review:
     duration_ms: int | None
     topic: str | None
     source: str
+    hints_shown: int = 0  # hints read before answering (0 for reviews stored before schema 4)
+    hint_capped: bool = False  # the rating was held at Hard at most: a worked or the last hint was read
 
 
 @dataclass(frozen=True)
@@ -251,18 +253,26 @@ class Store:
         topic: str | None = None,
         source: str = "quiz",
         reviewed_at: str | None = None,
+        hints_shown: int = 0,
+        hint_capped: bool = False,
     ) -> None:
         """Record one rated answer and, unless cramming (card_json None), the new
-        card state — both in one transaction, so the log and the schedule never disagree."""
+        card state — both in one transaction, so the log and the schedule never disagree.
+        `hints_shown` > 0 also records the hints read and whether they capped the rating."""
         if rating not in (1, 2, 3, 4):
             raise ValueError(f"rating must be 1..4, got {rating!r}")
+        if hint_capped and rating > 2:
+            raise ValueError(f"a hint-capped review is rated Hard at most, got {rating!r}")
         at = reviewed_at or now_iso()
         with self.transaction() as db:
-            db.execute(
+            cur = db.execute(
                 "INSERT INTO reviews (question_id, reviewed_at, rating, answer, duration_ms, card_json, topic, source)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (question_id, at, rating, answer, duration_ms, card_json, topic, source),
             )
+            if hints_shown > 0:
+                db.execute("INSERT INTO review_hints (review_id, hints_shown, capped) VALUES (?, ?, ?)",
+                           (cur.lastrowid, int(hints_shown), int(bool(hint_capped))))
             if card_json is not None:
                 if due is None:
                     raise ValueError("a scheduled review needs its due date")
@@ -276,22 +286,22 @@ class Store:
                 )
 
     def reviews(self, since: str | None = None) -> list[Review]:
-        query = "SELECT id, question_id, reviewed_at, rating, answer, duration_ms, topic, source FROM reviews"
+        query = f"SELECT {_REVIEW_COLUMNS} FROM {_REVIEWS_WITH_HINTS}"
         args: tuple[Any, ...] = ()
         if since is not None:
             query += " WHERE reviewed_at >= ?"
             args = (since,)
         rows = self._read(query + " ORDER BY reviewed_at, id", args, table="reviews", checks=REVIEW_CHECKS)
-        return [Review(**{k: r[k] for k in r.keys() if k != "id"}) for r in rows]
+        return [_review(r) for r in rows]
 
     def scheduled_log(self) -> list[tuple[Review, str | None]]:
         """Scheduled reviews (quiz and mock, not cram) in order, each with the card state it
         left (JSON): what `drill export reviews` and `drill optimize` replay."""
         rows = self._read(
-            "SELECT id, question_id, reviewed_at, rating, answer, duration_ms, topic, source, card_json FROM reviews"
+            f"SELECT {_REVIEW_COLUMNS}, card_json FROM {_REVIEWS_WITH_HINTS}"
             " WHERE source != 'cram' ORDER BY reviewed_at, id", table="reviews",
             checks={**REVIEW_CHECKS, "card_json": is_json_object_or_none})
-        return [(Review(**{k: r[k] for k in r.keys() if k not in ("id", "card_json")}), r["card_json"]) for r in rows]
+        return [(_review(r), r["card_json"]) for r in rows]
 
     # -- fitted FSRS parameters (drill optimize) -----------------------------
 
@@ -420,6 +430,19 @@ class Store:
             "SELECT id, started_at, ended_at, status, minutes, exercise, score, report_json FROM mocks ORDER BY id",
             table="mocks", checks=MOCK_CHECKS)
         return [dict(r) for r in rows]
+
+
+_REVIEW_COLUMNS = ("id, question_id, reviewed_at, rating, answer, duration_ms, topic, source,"
+                   " hints_shown, capped")
+_REVIEWS_WITH_HINTS = "reviews LEFT JOIN review_hints ON review_hints.review_id = reviews.id"
+
+
+def _review(row: sqlite3.Row) -> Review:
+    """A review row (with its review_hints columns, NULL when no hint was read) as a Review."""
+    shown_hints = row["hints_shown"]
+    return Review(**{k: row[k] for k in ("question_id", "reviewed_at", "rating", "answer", "duration_ms", "topic",
+                                          "source")},
+                  hints_shown=shown_hints if is_count(shown_hints) else 0, hint_capped=row["capped"] == 1)
 
 
 def open_store(path: Path | str | None = None, *, read_only: bool = False) -> Store:

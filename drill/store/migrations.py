@@ -88,6 +88,17 @@ MIGRATIONS: list[str] = [
         parameters  TEXT NOT NULL           -- JSON list of floats, fsrs.Scheduler(parameters=...)
     );
     """,
+    # 3 -> 4: the hints read before a quiz answer; capped = the rating was held at Hard at most
+    # (the last hint, or one marked worked, was read). A table of its own, not columns on
+    # reviews: an older store read read-only then only needs an empty TEMP table (no review
+    # of an older store had hints recorded), and no existing row is rewritten.
+    """
+    CREATE TABLE review_hints (
+        review_id   INTEGER PRIMARY KEY REFERENCES reviews (id),
+        hints_shown INTEGER NOT NULL CHECK (hints_shown >= 1),
+        capped      INTEGER NOT NULL CHECK (capped IN (0, 1))
+    );
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -1,13 +1,18 @@
 """choice: single or multiple choice, checked automatically; options are shown shuffled.
 
 Banks tend to write the right option first and longest (it is the one that
-needs qualifying). Shuffling fixes the first; `drill validate` reports how
-often the right option is the longest and refuses a bank where that share is
-above LONGEST_RIGHT_MAX, since a learner can then pass by picking the longest.
+needs qualifying). Shuffling hides the first in the quiz, but `--no-shuffle`
+shows bank order, so `drill validate` checks both: it refuses a bank where the
+right option is the longest more often than LONGEST_RIGHT_MAX, and one where a
+position holds the right option far more often than its fair share (a
+learner could pass by picking the longest, or by picking b). The Anki export
+shuffles too, seeded by the question's id so re-exports keep one order.
 """
 
 from __future__ import annotations
 
+import random
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +26,10 @@ from drill.quiz.text import reflow
 LONGEST_RIGHT_MAX = 0.35
 # Below this many choice questions a share says little (one file, a small own bank): report only.
 LONGEST_RIGHT_MIN_QUESTIONS = 10
+# A position holding the right option of more than this times its fair share (plus a little slack for small
+# banks) is given away: a bank in drafting order puts it at a or b three times in four.
+POSITION_RIGHT_MAX = 1.5
+POSITION_SLACK = 2
 
 
 @dataclass(frozen=True)
@@ -119,9 +128,56 @@ def longest_is_right(question: ChoiceQuestion) -> bool:
     return len(lengths) > 1 and lengths[0][0] > lengths[1][0] and lengths[0][1]
 
 
+def right_positions(questions: Sequence[ChoiceQuestion]) -> tuple[Counter[int], dict[int, float]]:
+    """Over single-answer questions: how often the right option sits at each position, and how
+    often it would by chance (each question adds 1/n to each of its n positions)."""
+    seen: Counter[int] = Counter()
+    fair: dict[int, float] = {}
+    for question in questions:
+        right = [i for i, option in enumerate(question.options) if option.correct]
+        if len(right) != 1:
+            continue
+        seen[right[0]] += 1
+        for position in range(len(question.options)):
+            fair[position] = fair.get(position, 0.0) + 1 / len(question.options)
+    return seen, fair
+
+
 def bank_audit(questions: Sequence[ChoiceQuestion], add: Callable[[Any, int, str], None]) -> dict[str, Any]:
-    """The share of choice questions whose right option is the longest; over the limit
-    (with enough questions to tell), each such question is a problem at its options."""
+    """Two giveaways over the bank, each refused with enough questions to tell: the right option is
+    the longest too often, or one position holds it far more often than chance (its questions are
+    listed at their options)."""
+    figures = {**_longest_audit(questions, add), **_position_audit(questions, add)}
+    return figures
+
+
+def _position_audit(questions: Sequence[ChoiceQuestion], add: Callable[[Any, int, str], None]) -> dict[str, Any]:
+    """A position holding the right option more than POSITION_RIGHT_MAX times its fair share, or less
+    than 1/POSITION_RIGHT_MAX of it (each with POSITION_SLACK questions of slack), skews the bank: the
+    questions at the most over-used position are listed, since moving some of them fixes both."""
+    seen, fair = right_positions(questions)
+    total = sum(seen.values())
+    figures = {"right_positions": {letter(p): seen[p] for p in sorted(fair)}}
+    if total < LONGEST_RIGHT_MIN_QUESTIONS:
+        return figures
+    skewed = [p for p in fair if seen[p] > POSITION_RIGHT_MAX * fair[p] + POSITION_SLACK
+              or seen[p] < fair[p] / POSITION_RIGHT_MAX - POSITION_SLACK]
+    if not skewed:
+        return figures
+    worst = max(fair, key=lambda p: seen[p] - fair[p])
+    shown = " ".join(f"{letter(p)} {seen[p]}" for p in sorted(fair))
+    chance = " ".join(f"{letter(p)} {fair[p]:.0f}" for p in sorted(fair))
+    for question in questions:
+        if [i for i, option in enumerate(question.options) if option.correct] == [worst]:
+            add(question, question.line_of("options"),
+                f"the right option is {letter(worst)}), and the right options' positions are {shown} in "
+                f"{total} single-answer choice questions (chance: about {chance}): in bank order (--no-shuffle) "
+                f"a learner passes by picking {letter(worst)} — move some right options to "
+                f"{', '.join(letter(p) for p in sorted(fair) if seen[p] < fair[p])}")
+    return figures
+
+
+def _longest_audit(questions: Sequence[ChoiceQuestion], add: Callable[[Any, int, str], None]) -> dict[str, Any]:
     longest = [q for q in questions if longest_is_right(q)]
     share = len(longest) / len(questions) if questions else 0.0
     if share > LONGEST_RIGHT_MAX and len(questions) >= LONGEST_RIGHT_MIN_QUESTIONS:
@@ -133,11 +189,19 @@ def bank_audit(questions: Sequence[ChoiceQuestion], add: Callable[[Any, int, str
     return {"longest_right": (len(longest), len(questions))}
 
 
+def card_order(question: ChoiceQuestion) -> list[Option]:
+    """The options of an exported card: shuffled, seeded by the question's id (a text seed is
+    stable across runs and machines), so a re-export keeps each card's order."""
+    options = list(question.options)
+    random.Random(f"drill-anki:{question.id}").shuffle(options)
+    return options
+
+
 def card(question: ChoiceQuestion) -> tuple[str, str]:
-    front = reflow(question.prompt) + "\n\n" + "\n".join(f"{letter(i)}) {o.text}"
-                                                         for i, o in enumerate(question.options))
+    options = card_order(question)
+    front = reflow(question.prompt) + "\n\n" + "\n".join(f"{letter(i)}) {o.text}" for i, o in enumerate(options))
     right = [f"{letter(i)}) {o.text}" + (f" — {o.feedback}" if o.feedback else "")
-             for i, o in enumerate(question.options) if o.correct]
+             for i, o in enumerate(options) if o.correct]
     return front, "\n".join(right) + f"\n\n{reflow(question.explanation)}"
 
 
