@@ -144,10 +144,33 @@ def pool(fork_server):
     ("bug_sampling_min_p_mixed__threshold_before_top_p.py", "sampling_min_p_mixed"),
     ("bug_sampling_no_fp32_upcast__half_math.py", "sampling_no_fp32_upcast"),
     ("bug_no_max_subtraction__manual_softmax.py", "no_max_subtraction"),
+    # issue 31: once named after whichever catalogued mistake fitted a few of the seed's tests
+    ("bug_sampling_top_k_off_by_one__masked_fill_le.py", "sampling_top_k_off_by_one"),
+    ("bug_sampling_filter_missing__no_top_p.py", "sampling_filter_missing"),
+    ("bug_sampling_filter_missing__no_min_p.py", "sampling_filter_missing"),
+    ("bug_sampling_top_p_complement__descending_one_minus.py", "sampling_top_p_complement"),
 ])
 def test_fixtures_over_several_seeds(name: str, want: str, verdicts_over_seeds) -> None:
     for seed, got, partial, detail in verdicts_over_seeds("sampling", SOLUTIONS / name, (2, 3, 11, 31)):
         assert got == want and not partial, (seed, got, detail)
+
+
+@pytest.mark.parametrize("name,label", [
+    ("bug_sampling_filter_missing__no_top_p.py", "top-p never applied"),
+    ("bug_sampling_filter_missing__no_min_p.py", "min-p never applied"),
+])
+def test_a_missing_filter_is_named_with_the_step_it_lacks(name: str, label: str, verdicts_over_seeds) -> None:
+    """Code without a top-p (or min-p) step: once named after whichever pattern fitted the seed's tests."""
+    for seed, got, partial, detail in verdicts_over_seeds("sampling", SOLUTIONS / name, (0, 5, 9)):
+        assert got == "sampling_filter_missing" and not partial and f"({label})" in detail, (seed, got, detail)
+
+
+def test_a_late_temperature_with_the_crossing_token_dropped_names_both(verdicts_over_seeds) -> None:
+    """The temperature first (it moves every tempered test), the crossing token as the second mistake."""
+    path = SOLUTIONS / "bug_sampling_temperature_late__two_bugs_sampling_top_p_crossing_dropped.py"
+    for seed, got, partial, detail in verdicts_over_seeds("sampling", path, (0, 5, 9)):
+        assert got == "sampling_temperature_late" and partial, (seed, got, detail)
+        assert "sampling_top_p_crossing_dropped" in detail and "more than one mistake" in detail, detail
 
 
 def test_the_worst_mismatch_is_shown_when_no_mistake_matches(pool) -> None:
