@@ -119,8 +119,8 @@ def pipeline(
     min_p: float | None = None, *, order: tuple[str, ...] = STEPS, temp: str = "logits", crossing: bool = True,
     k_strict: bool = False, p_cut: str = "top_p",
     guard: bool = True, min_p_ref: str = "same", k_zero: str = "off", fill: float = NEG_INF, renorm: str = "all",
-    removed: float = 0.0, floor: float = 0.0, dtype: torch.dtype = torch.float64,
-) -> Tensor:
+    removed: float = 0.0, floor: float = 0.0, dtype: torch.dtype = torch.float64, with_keep: bool = False,
+) -> Tensor | tuple[Tensor, Tensor]:
     """The filtered probabilities (fp32), with one knob per known mistake (the defaults are the contract).
 
     order: the filters run, in order (leaving one out: a filter never applied). k_strict: top-k keeps only
@@ -135,7 +135,7 @@ def pipeline(
     (the softmax after top-k, zeroed). removed: what removed tokens read in the output (0, -inf, NaN).
     floor: every probability clamped up to it and the row renormalised (removed tokens then ~floor).
     Half precision and a softmax without the max subtraction are families (`half_precision`,
-    `exp_out_of_range`): their exact values depend on the code.
+    `exp_out_of_range`): their exact values depend on the code. with_keep: also return the kept tokens.
     """
     x = logits.to(dtype)
     if temp == "logits":
@@ -191,7 +191,7 @@ def pipeline(
     if floor:
         out = out.clamp_min(floor)
         out = out / out.sum(dim=-1, keepdim=True)
-    return out.to(torch.float32)
+    return (out.to(torch.float32), keep) if with_keep else out.to(torch.float32)
 
 
 def _args(case: Any) -> tuple:
@@ -202,6 +202,31 @@ def _args(case: Any) -> tuple:
 def variant(**knobs: Any):
     """A Bug fn: the pipeline with these knobs on the case's inputs."""
     return lambda case: pipeline(*_args(case), **knobs)
+
+
+def tie_aware(**knobs: Any):
+    """A Bug fn like `variant`, leaving unknown the rows where the variant keeps one token and removes another
+    of exactly the same logit.
+
+    The hidden rows are drawn clear of the contract's thresholds only, so a
+    variant that walks another path (top-p on the full distribution when
+    top-k never ran) can meet a tie at its own top-p crossing, frequent in
+    fp16 logits; which of the tied tokens stays is then the sort's choice,
+    and every probability of the row follows from it.
+    """
+
+    def run(case: Any) -> Any:
+        out, keep = pipeline(*_args(case), **knobs, with_keep=True)
+        logits, temperature = _args(case)[:2]
+        x = logits.to(torch.float64) / temperature
+        removed_max = x.masked_fill(keep, NEG_INF).amax(dim=-1)
+        kept_min = x.masked_fill(~keep, math.inf).amin(dim=-1)
+        tied = removed_max == kept_min
+        if not bool(tied.any()):
+            return out
+        return out, tied[:, None].expand_as(out)
+
+    return run
 
 
 def _edge_zero(case: Any) -> Tensor | None:
@@ -322,12 +347,12 @@ SAMPLING_VARIANTS = [
      variant(floor=1e-10)),
     # Signatures from real code (issue 31), after the planted ones: a tie goes to the earlier variant.
     ("sampling_top_k_off_by_one", "removes x <= kth: k - 1 tokens kept, none at top_k = 1", variant(k_strict=True)),
-    ("sampling_filter_missing", "top-p never applied", variant(order=("top_k", "min_p"))),
-    ("sampling_filter_missing", "min-p never applied", variant(order=("top_k", "top_p"))),
-    ("sampling_filter_missing", "top-k never applied", variant(order=("top_p", "min_p"))),
-    ("sampling_top_p_complement", "keeps the descending mass below 1 - top_p", variant(p_cut="one_minus")),
+    ("sampling_filter_missing", "top-p never applied", tie_aware(order=("top_k", "min_p"))),
+    ("sampling_filter_missing", "min-p never applied", tie_aware(order=("top_k", "top_p"))),
+    ("sampling_filter_missing", "top-k never applied", tie_aware(order=("top_p", "min_p"))),
+    ("sampling_top_p_complement", "keeps the descending mass below 1 - top_p", tie_aware(p_cut="one_minus")),
     ("sampling_top_p_complement", "keeps the descending mass below 1 - top_p, top_p = 1.0 included",
-     variant(p_cut="one_minus_always")),
+     tie_aware(p_cut="one_minus_always")),
     ("sampling_top_p_complement", "removes cumsum <= 1 - top_p on a descending sort: the most probable tokens go",
-     variant(p_cut="tail")),
+     tie_aware(p_cut="tail")),
 ]
