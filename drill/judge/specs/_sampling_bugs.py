@@ -3,9 +3,10 @@
 One parameterised pipeline, `pipeline`, reproduces each mistake by a knob:
 the order of the three filters (and which of them run at all), where the
 temperature goes, whether top-k keeps the k-th token, whether top-p keeps
-the token that crosses top_p and which mass it cuts at, what min-p compares with, what top_k=0
-means, the value removed logits get, how the result is normalised and what
-removed tokens read in the output. With every knob at its default it is the contract (in float64), which
+the token that crosses top_p and which mass it cuts at, what min-p compares
+with, what top_k=0 means, the value removed logits get, how the result is
+normalised and what removed tokens read in the output. With every knob at
+its default it is the contract (in float64), which
 `tests/test_judge_sampling.py` checks against the reference.
 """
 
