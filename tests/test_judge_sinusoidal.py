@@ -147,7 +147,23 @@ def test_an_unknown_layout_is_one_line_through_the_cli(tmp_path: Path, monkeypat
     ("bug_sinusoidal_layout_swapped__concat_undeclared.py", "sinusoidal_layout_swapped"),
     ("bug_sinusoidal_low_precision_angles__half_table.py", "sinusoidal_low_precision_angles"),
     ("bug_state_between_calls__table_per_shape.py", "state_between_calls"),
+    # issue 31: conventions and slips of real code, once `unknown` or named after the exception
+    ("bug_sinusoidal_t2t_frequencies__fairseq_log_step.py", "sinusoidal_t2t_frequencies"),
+    ("bug_sinusoidal_reshape_not_transpose__angles_reshaped.py", "sinusoidal_reshape_not_transpose"),
+    ("bug_sinusoidal_sin_cos_by_row__even_rows_sin.py", "sinusoidal_sin_cos_by_row"),
 ])
 def test_fixtures_over_several_seeds(name: str, want: str, verdicts_over_seeds) -> None:
     for seed, got, partial, detail in verdicts_over_seeds("sinusoidal", SOLUTIONS / name, (2, 3, 11, 31)):
         assert got == want and not partial, (seed, got, detail)
+
+
+def test_t2t_frequencies_are_named_as_such_not_as_their_zero_division(verdicts_over_seeds) -> None:
+    """log(base) / (d_model/2 - 1) raises at d_model = 2 only; every other test shows the convention."""
+    from drill.judge.check import check_file
+    from drill.judge.runner import Limits
+
+    path = SOLUTIONS / "bug_sinusoidal_t2t_frequencies__fairseq_log_step.py"
+    r = check_file(path, "sinusoidal", 5, Limits())
+    assert r.diagnosis.id == "sinusoidal_t2t_frequencies" and not r.diagnosis_partial, r.diagnosis_detail
+    raised = [t.name for t in r.tests if "ZeroDivisionError" in t.message]
+    assert raised and all("d_model=2," in n for n in raised), raised

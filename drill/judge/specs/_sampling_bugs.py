@@ -1,10 +1,12 @@
 """Known sampling-filter mistakes, recomputed on a case's own inputs (parent side only).
 
 One parameterised pipeline, `pipeline`, reproduces each mistake by a knob:
-the order of the three filters, where the temperature goes, whether top-p
-keeps the token that crosses top_p, what min-p compares with, what top_k=0
-means, the value removed logits get, how the result is normalised and what
-removed tokens read in the output. With every knob at its default it is the contract (in float64), which
+the order of the three filters (and which of them run at all), where the
+temperature goes, whether top-k keeps the k-th token, whether top-p keeps
+the token that crosses top_p and which mass it cuts at, what min-p compares
+with, what top_k=0 means, the value removed logits get, how the result is
+normalised and what removed tokens read in the output. With every knob at
+its default it is the contract (in float64), which
 `tests/test_judge_sampling.py` checks against the reference.
 """
 
@@ -31,6 +33,25 @@ SD = diagnoses(
               "Keep a token when the mass ranked strictly above it is below top_p: "
               "keep = (cumsum - sorted_probs) < top_p; or, as Hugging Face does, sort ascending and remove "
               "cumsum <= 1 - top_p. The most probable token always stays."),
+    Diagnosis("sampling_top_k_off_by_one", "top-k keeps k - 1 tokens",
+              "top-k keeps the k most probable tokens, the k-th included: removing every logit at or below the k-th "
+              "largest (x <= kth) drops the k-th token too, so only k - 1 stay, and with top_k = 1 nothing stays at "
+              "all: every logit is -inf and the softmax is NaN.",
+              "Remove only what lies strictly below the k-th largest logit: kth = x.topk(k).values[..., -1:]; "
+              "x = x.masked_fill(x < kth, float('-inf'))."),
+    Diagnosis("sampling_filter_missing", "A filter is never applied",
+              "The contract chains three filters (top-k, top-p, min-p), each one active whenever its argument is "
+              "given. One of them never runs here: the tests that pass only that option get the plain tempered "
+              "softmax back, and the combined ones keep the tokens the missing filter should have removed.",
+              "Implement the missing step (the label says which) and apply it whenever its argument is set: "
+              "top_k > 0, top_p < 1.0, min_p not None, in the order temperature, top-k, top-p, min-p."),
+    Diagnosis("sampling_top_p_complement", "top-p cuts the nucleus at 1 - top_p",
+              "top_p is the mass of the nucleus that is KEPT: the most probable tokens up to a running sum of "
+              "top_p. Comparing the descending running sum with 1 - top_p keeps a nucleus of the wrong mass (tiny "
+              "for top_p = 0.9, and top_p = 0.5 only looks right); mixing Hugging Face's ascending rule (remove "
+              "cumsum <= 1 - top_p) with a descending sort removes the most probable tokens instead.",
+              "Sorted descending: keep = (cumsum - sorted_probs) < top_p. Sorted ascending (Hugging Face): remove "
+              "cumsum <= 1 - top_p. Use one rule with its own sort direction."),
     Diagnosis("sampling_filter_order", "Filters applied in the wrong order",
               "top-p reads the probabilities of what is still kept, so it must run after top-k and before "
               "min-p (Hugging Face's order: temperature, top-k, top-p, min-p). On the full distribution, or on "
@@ -97,11 +118,17 @@ def _softmax(x: Tensor, keep: Tensor, fill: float) -> Tensor:
 def pipeline(
     logits: Tensor, temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
     min_p: float | None = None, *, order: tuple[str, ...] = STEPS, temp: str = "logits", crossing: bool = True,
+    k_strict: bool = False, p_cut: str = "top_p",
     guard: bool = True, min_p_ref: str = "same", k_zero: str = "off", fill: float = NEG_INF, renorm: str = "all",
-    removed: float = 0.0, floor: float = 0.0, dtype: torch.dtype = torch.float64,
-) -> Tensor:
+    removed: float = 0.0, floor: float = 0.0, dtype: torch.dtype = torch.float64, with_keep: bool = False,
+) -> Tensor | tuple[Tensor, Tensor]:
     """The filtered probabilities (fp32), with one knob per known mistake (the defaults are the contract).
 
+    order: the filters run, in order (leaving one out: a filter never applied). k_strict: top-k keeps only
+    logits strictly above the k-th (k - 1 tokens). p_cut: "top_p" (the contract), "one_minus" (the descending
+    rule with 1 - top_p, skipped at top_p >= 1), "one_minus_always" (the same, applied at top_p = 1.0 too),
+    "tail" (Hugging Face's ascending rule on a descending sort: the head of mass 1 - top_p removed, the last
+    token kept).
     temp: "logits" (the contract), "late" (after the filters), "probs" (top-p on p / T; the final softmax
     untempered), "ignored". min_p_ref: "same", "one" (p >= min_p), "stale_threshold" (threshold from the
     distribution before top-p), "stale_probs" (probabilities from before top-p). k_zero: "off" or "none"
@@ -109,7 +136,7 @@ def pipeline(
     (the softmax after top-k, zeroed). removed: what removed tokens read in the output (0, -inf, NaN).
     floor: every probability clamped up to it and the row renormalised (removed tokens then ~floor).
     Half precision and a softmax without the max subtraction are families (`half_precision`,
-    `exp_out_of_range`): their exact values depend on the code.
+    `exp_out_of_range`): their exact values depend on the code. with_keep: also return the kept tokens.
     """
     x = logits.to(dtype)
     if temp == "logits":
@@ -122,19 +149,24 @@ def pipeline(
                 keep = torch.zeros_like(keep)
             elif top_k:
                 kth = x.masked_fill(~keep, NEG_INF).topk(min(top_k, x.shape[-1]), dim=-1).values[..., -1:]
-                keep = keep & (x >= kth)
+                keep = keep & ((x > kth) if k_strict else (x >= kth))
             after_k = keep
         elif step == "top_p":
             before_p = keep
-            if top_p is None or top_p >= 1.0:
+            if top_p is None or (top_p >= 1.0 and p_cut != "one_minus_always"):
                 continue
             p = _softmax(x, keep, fill)
             if temp == "probs":
                 p = p / temperature
             sorted_p, idx = p.sort(dim=-1, descending=True, stable=True)
             cum = sorted_p.cumsum(dim=-1)
-            nucleus = (cum - sorted_p < top_p) if crossing else (cum < top_p)
-            if guard:
+            mass = top_p if p_cut == "top_p" else 1.0 - top_p
+            if p_cut == "tail":
+                nucleus = cum > mass
+                nucleus[..., -1] = True
+            else:
+                nucleus = (cum - sorted_p < mass) if crossing else (cum < mass)
+            if guard and p_cut != "tail":
                 nucleus[..., 0] = True
             keep = keep & torch.zeros_like(keep).scatter(-1, idx, nucleus)
         elif step == "min_p" and min_p is not None:
@@ -160,7 +192,7 @@ def pipeline(
     if floor:
         out = out.clamp_min(floor)
         out = out / out.sum(dim=-1, keepdim=True)
-    return out.to(torch.float32)
+    return (out.to(torch.float32), keep) if with_keep else out.to(torch.float32)
 
 
 def _args(case: Any) -> tuple:
@@ -171,6 +203,31 @@ def _args(case: Any) -> tuple:
 def variant(**knobs: Any):
     """A Bug fn: the pipeline with these knobs on the case's inputs."""
     return lambda case: pipeline(*_args(case), **knobs)
+
+
+def tie_aware(**knobs: Any):
+    """A Bug fn like `variant`, leaving unknown the rows where the variant keeps one token and removes another
+    of exactly the same logit.
+
+    The hidden rows are drawn clear of the contract's thresholds only, so a
+    variant that walks another path (top-p on the full distribution when
+    top-k never ran) can meet a tie at its own top-p crossing, frequent in
+    fp16 logits; which of the tied tokens stays is then the sort's choice,
+    and every probability of the row follows from it.
+    """
+
+    def run(case: Any) -> Any:
+        out, keep = pipeline(*_args(case), **knobs, with_keep=True)
+        logits, temperature = _args(case)[:2]
+        x = logits.to(torch.float64) / temperature
+        removed_max = x.masked_fill(keep, NEG_INF).amax(dim=-1)
+        kept_min = x.masked_fill(~keep, math.inf).amin(dim=-1)
+        tied = removed_max == kept_min
+        if not bool(tied.any()):
+            return out
+        return out, tied[:, None].expand_as(out)
+
+    return run
 
 
 def _edge_zero(case: Any) -> Tensor | None:
@@ -289,4 +346,14 @@ SAMPLING_VARIANTS = [
     ("sampling_removed_not_zero", "removed logits set to -1e4", variant(fill=-1e4)),
     ("sampling_removed_not_zero", "probabilities floored (clamp_min) and renormalised: removed tokens ~1e-10, not 0",
      variant(floor=1e-10)),
+    # Signatures from real code (issue 31), after the planted ones: a tie goes to the earlier variant.
+    ("sampling_top_k_off_by_one", "removes x <= kth: k - 1 tokens kept, none at top_k = 1", variant(k_strict=True)),
+    ("sampling_filter_missing", "top-p never applied", tie_aware(order=("top_k", "min_p"))),
+    ("sampling_filter_missing", "min-p never applied", tie_aware(order=("top_k", "top_p"))),
+    ("sampling_filter_missing", "top-k never applied", tie_aware(order=("top_p", "min_p"))),
+    ("sampling_top_p_complement", "keeps the descending mass below 1 - top_p", tie_aware(p_cut="one_minus")),
+    ("sampling_top_p_complement", "keeps the descending mass below 1 - top_p, top_p = 1.0 included",
+     tie_aware(p_cut="one_minus_always")),
+    ("sampling_top_p_complement", "removes cumsum <= 1 - top_p on a descending sort: the most probable tokens go",
+     tie_aware(p_cut="tail")),
 ]

@@ -124,14 +124,17 @@ DENOM_KEPT, DENOM_ALL, DENOM_NONE, DENOM_WRONG_AXIS = "kept", "all", "none", "wr
 def loss_variant(
     logits: torch.Tensor, targets: torch.Tensor, ignore_index: int, ls: float, *, logp: str = LOGP_STABLE,
     axis: int = -1, smooth: str = SMOOTH_MEAN_V, denom: str = DENOM_KEPT, smooth_over_all: bool = False,
-    mask_value: int | None = None, half_sums: bool = False,
+    mask_value: int | None = None, half_sums: bool = False, smooth_unmasked: bool = False,
 ) -> torch.Tensor:
     """The loss with each knob set to one real mistake; the defaults give the contract's loss (fp32).
 
     `axis`: the axis the softmax is taken over; `mask_value`: the target
     value treated as ignored (None: `ignore_index`); `logp=LOGP_HALF_LSE`
     computes in the logits' own dtype, with `half_sums` choosing sums over
-    means (which overflow fp16 at large values).
+    means (which overflow fp16 at large values). `smooth_over_all`: the
+    smoothing term averaged over every position; `smooth_unmasked`: summed
+    over every position, ignored ones included, and divided by the kept
+    count like the masked nll.
     """
     half = logp == LOGP_HALF_LSE
     z = logits if half else logits.float()
@@ -157,9 +160,9 @@ def loss_variant(
     weight = 1.0 if smooth == SMOOTH_NO_ONE_MINUS else 1.0 - ls
     zero = torch.zeros_like(nll)
     kept = keep.sum()
-    if smooth_over_all:
+    if smooth_over_all or smooth_unmasked:
         part = torch.where(keep, weight * nll, zero).sum() / kept
-        return part + ls * uniform.sum() / uniform.numel()
+        return part + ls * uniform.sum() / (kept if smooth_unmasked else uniform.numel())
     per = torch.where(keep, weight * nll + ls * uniform, zero)
     if half and not half_sums:
         return per[keep].mean()
@@ -258,6 +261,9 @@ BUGS = (
     _bug("ce_wrong_axis", "one-hot product summed over dim 0, then averaged",
          _variant(lambda case: case.args["logits"].dim() > 1, denom=DENOM_WRONG_AXIS)),
     _bug("ce_ignore_index_unused", "only -100 ignored", _variant(_custom_ignore, mask_value=-100)),
+    # Signatures from real code (issue 31), after the planted ones: a tie goes to the earlier variant.
+    _bug("ce_smoothing_over_ignored", "nll masked, smoothing term summed over every position, both over the kept "
+         "count", _variant(smooth_unmasked=True)),
 )
 
 # What torch says when an ignored target (-100) is used as an index: gather and advanced indexing,

@@ -52,6 +52,12 @@ LD = diagnoses(
               "Subtract x.mean(-1, keepdim=True) from x, then divide that by sqrt(var + eps)."),
     variance_cancellation("ln"),
     wrong_default_eps("ln", DEFAULT_EPS, "nn.LayerNorm's, which most models keep"),
+    Diagnosis("ln_var_not_rooted", "Variance not square-rooted",
+              "LayerNorm divides the centred x by the standard deviation, sqrt(var + eps). Dividing by "
+              "(var + eps) ** 2 (a power 2 where 0.5 was meant) or by var + eps itself rescales every token by a "
+              "power of its own spread: the output's scale then depends on the input's, which is what the norm "
+              "is there to remove.",
+              "Divide by the root: (x - mean) * torch.rsqrt(var + eps), or (x - mean) / (var + eps) ** 0.5."),
 )
 
 
@@ -95,6 +101,17 @@ def _ln(**knobs):
     return lambda x, w, b, eps: normalise(x, w, b, eps, centre=centre, **knobs)
 
 
+def _unrooted(power: float):
+    """(x - mean) / (var + eps) ** power, the population variance, in fp32 (the right norm at power 0.5)."""
+
+    def run(x, w, b, eps):
+        xf = x.float()
+        num = xf - xf.mean(-1, keepdim=True)
+        return (num / (num.pow(2).mean(-1, keepdim=True) + eps) ** power * w.float() + b.float()).float()
+
+    return run
+
+
 def _right(x, w, b, eps):
     return normalise(x, w, b, eps, centre=True)
 
@@ -115,6 +132,13 @@ BUGS = (
     Bug(LD["ln_not_centred"], norm_variant(_ln(centre=False)), "x / sqrt(mean(x**2) + eps), RMSNorm"),
     cancellation_fit(LD["ln_var_cancellation"]),
     *default_eps_variants(LD["ln_wrong_default_eps"], _right, DEFAULT_EPS),
+    # Signatures from real code (issue 31), after the planted ones: a tie goes to the earlier variant.
+    Bug(LD["ln_var_not_rooted"], norm_variant(_unrooted(2.0)), "divided by (var + eps) ** 2"),
+    Bug(LD["ln_var_not_rooted"], norm_variant(_unrooted(1.0)), "divided by var + eps, no root"),
+    # The Annotated Transformer's (x - mean) / (x.std(-1) + eps): torch.std is unbiased by default. Alone, eps
+    # outside explains only the tiny-input and eps=1e-2 tests, the unbiased std every other one: composed, both.
+    Bug(LD["ln_unbiased_variance"], norm_variant(_ln(stat=STAT_VAR_UNBIASED, eps_at=EPS_OUTSIDE)),
+        "x.std(-1) + eps: unbiased, eps outside the root", also="ln_eps_outside_sqrt"),
 )
 
 SPEC = Spec(

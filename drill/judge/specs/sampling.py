@@ -44,7 +44,7 @@ from drill.judge.specs._common import (
     twice_probes,
     variant_bugs,
 )
-from drill.judge.specs._sampling_bugs import SAMPLING_VARIANTS, SD, exp_out_of_range, half_precision
+from drill.judge.specs._sampling_bugs import SAMPLING_VARIANTS, SD, exp_out_of_range, half_precision, variant
 
 TARGET = "filter_logits"
 DEFAULTS = {k: default("sampling", k) for k in ("temperature", "top_k", "top_p", "min_p")}
@@ -232,7 +232,13 @@ SPEC = Spec(
     + (Bug(SD["sampling_output_not_fp32"], half_precision(True), "returned in the logits' half dtype", fit=True),
        Bug(SD["sampling_no_fp32_upcast"], half_precision(False), "computed in the logits' half dtype", fit=True),
        Bug(SD["no_max_subtraction"], exp_out_of_range, "NaN only on the rows whose logits leave exp()'s range",
-           fit=True)),
+           fit=True),
+       # Two slips at once (issue 31). Alone, the crossing-token variant reproduces the few top-p tests at
+       # temperature 1 and the late temperature the ones without top-p, so the partial name went to whichever
+       # the seed favoured; composed, both are named, the temperature first (it moves every tempered test).
+       Bug(SD["sampling_temperature_late"], variant(temp="late", crossing=False),
+           "filters on the untempered logits, and top-p keeps cumsum < top_p",
+           also="sampling_top_p_crossing_dropped")),
     exception_bugs=(("selected index k out of range", SD["sampling_top_k_edge"]),
                     ("selected number k out of range", SD["sampling_top_k_edge"])),
 )

@@ -74,6 +74,27 @@ SD = diagnoses(
               "Both members of a sin/cos pair share one frequency w_i; computing it from the column index j "
               "(base ** (-2j / d_model) for every column) gives the cos of each pair a frequency of its own.",
               "Compute d_model/2 frequencies from the pair index (j // 2 for column j in the interleaved layout)."),
+    Diagnosis("sinusoidal_t2t_frequencies", "tensor2tensor's frequencies: base ** (-i / (d_model/2 - 1))",
+              "Spreading the exponents evenly from 0 to exactly 1 (w_i = base ** (-i / (d_model/2 - 1)), as "
+              "tensor2tensor, fairseq and Whisper do) is a real convention, but not this contract's: here "
+              "w_i = base ** (-2i / d_model), whose slowest frequency stops one step short of 1/base. Every "
+              "frequency but the first differs, and at d_model = 2 the step divides by zero "
+              "(a ZeroDivisionError, or NaN in torch).",
+              "Use the exponent 2i / d_model (torch.arange(0, d_model, 2) / d_model), not "
+              "i / (d_model/2 - 1) (torch.linspace(0, 1, d_model // 2))."),
+    Diagnosis("sinusoidal_reshape_not_transpose", "Reshaped where a transpose was needed",
+              "reshape keeps the elements in memory order and only relabels the axes: a (d_model/2, T) table of "
+              "angles reshaped to (T, d_model/2), or a (2, T, d_model/2) stack of sin and cos reshaped to "
+              "(T, d_model), mixes values of different positions and frequencies in each row. Only a single "
+              "position (T = 1) comes out right.",
+              "Build the angles as positions[:, None] * w[None, :] (already (T, d_model/2)), or move the axes "
+              "with .T / .permute / .transpose before the reshape: torch.stack([s, c], dim=-1).flatten(-2)."),
+    Diagnosis("sinusoidal_sin_cos_by_row", "sin and cos alternate by row instead of by column",
+              "sin and cos alternate along the feature axis (columns 2i and 2i + 1, or the two halves), every "
+              "position getting both. Choosing them by row (pe[0::2] = sin, pe[1::2] = cos) gives the even "
+              "positions only sines and the odd ones only cosines, each column holding one frequency.",
+              "Index the columns: pe[:, 0::2] = sin(angles), pe[:, 1::2] = cos(angles), with angles of shape "
+              "(T, d_model/2)."),
     Diagnosis("sinusoidal_base_ignored", "Base hard-coded",
               "The `base` argument has no effect (10000 is used), so a model with another base gets other "
               "wavelengths.",
@@ -91,10 +112,15 @@ SD = diagnoses(
 
 
 def encode(positions: torch.Tensor, d: int, base: float, layout: str, *, swap: bool = False,
-           exponent: str = "pair", angle_dtype: torch.dtype = torch.float64, where: str = "all") -> torch.Tensor:
+           exponent: str = "pair", angle_dtype: torch.dtype = torch.float64, where: str = "all",
+           build: str = "outer", rows: bool = False) -> torch.Tensor:
     """The encoding with one knob per mistake (fp32 result); the defaults are the contract in float64.
 
-    exponent: "pair" (2i/d), "i_over_d", "four_i_over_d", "column" (each column j's own 2j/d).
+    exponent: "pair" (2i/d), "i_over_d", "four_i_over_d", "column" (each column j's own 2j/d), "t2t"
+    (i / (d/2 - 1), tensor2tensor's guard max(d/2 - 1, 1) at d = 2).
+    build: "outer" (positions[:, None] * w[None, :]), "reshape" (the (d/2, T) table reshaped to (T, d/2)),
+    "stack" ((2, T, d/2) sin/cos stacked first, reshaped to (T, d)).
+    rows: sin on the even rows and cos on the odd ones, of each column's angle in the layout.
     angle_dtype: a half dtype rounds the angles (where="all": positions and w in that dtype, the product
     and sin/cos too; where="positions": positions rounded to it, the rest in fp32).
     """
@@ -108,7 +134,8 @@ def encode(positions: torch.Tensor, d: int, base: float, layout: str, *, swap: b
             w_s, w_c = w_sin[:half], w_sin[half:]
     else:
         i = torch.arange(half, dtype=torch.float64)
-        scale = {"pair": 2.0 / d, "i_over_d": 1.0 / d, "four_i_over_d": 4.0 / d}[exponent]
+        scale = {"pair": 2.0 / d, "i_over_d": 1.0 / d, "four_i_over_d": 4.0 / d,
+                 "t2t": 1.0 / max(half - 1, 1)}[exponent]
         w_s = w_c = float(base) ** (-scale * i)
     if angle_dtype in (torch.float16, torch.bfloat16):
         if where == "positions":
@@ -120,11 +147,25 @@ def encode(positions: torch.Tensor, d: int, base: float, layout: str, *, swap: b
         s, c = s.float(), c.float()
     else:
         p = positions.to(torch.float64)
-        s, c = (p[:, None] * w_s[None, :]).sin(), (p[:, None] * w_c[None, :]).cos()
+        a_s, a_c = p[:, None] * w_s[None, :], p[:, None] * w_c[None, :]
+        if build == "reshape":
+            a_s, a_c = ((w[:, None] * p[None, :]).reshape(p.numel(), half) for w in (w_s, w_c))
+        if rows:
+            angles = _lay_out(a_s, a_c, layout)
+            even = (torch.arange(p.numel()) % 2 == 0)[:, None]
+            return torch.where(even, angles.sin(), angles.cos()).to(torch.float32)
+        s, c = a_s.sin(), a_c.cos()
     if swap:
         s, c = c, s
-    out = torch.stack([s, c], dim=-1).flatten(-2) if layout == "interleaved" else torch.cat([s, c], dim=-1)
+    out = torch.stack([s, c]).reshape(s.shape[0], d) if build == "stack" else _lay_out(s, c, layout)
     return out.to(torch.float32)
+
+
+def _lay_out(first: torch.Tensor, second: torch.Tensor, layout: str) -> torch.Tensor:
+    """Two (T, d/2) tables as (T, d) columns: pairs side by side (interleaved) or one half each (concat)."""
+    if layout == "interleaved":
+        return torch.stack([first, second], dim=-1).flatten(-2)
+    return torch.cat([first, second], dim=-1)
 
 
 def _case(d: Draw, label: str, positions: list[int] | torch.Tensor, d_model: int, base: float | None = None) -> Case:
@@ -233,6 +274,17 @@ SINUSOIDAL_VARIANTS = [
     ("sinusoidal_low_precision_angles", "positions stored in bf16", _half(torch.bfloat16, "positions")),
     ("sinusoidal_positions_ignored", "encodes arange(T) instead of positions", lambda p, d, b, lay: None
      if torch.equal(p, torch.arange(p.numel())) else encode(torch.arange(p.numel()), d, b, lay)),
+    # Signatures from real code (issue 31), after the planted ones: a tie goes to the earlier variant.
+    ("sinusoidal_t2t_frequencies", "w_i = base ** (-i / (d_model/2 - 1))",
+     lambda p, d, b, lay: encode(p, d, b, lay, exponent="t2t")),
+    ("sinusoidal_reshape_not_transpose", "the (d_model/2, T) angles reshaped to (T, d_model/2)",
+     lambda p, d, b, lay: encode(p, d, b, lay, build="reshape")),
+    ("sinusoidal_reshape_not_transpose", "sin and cos stacked as (2, T, d_model/2), reshaped to (T, d_model)",
+     lambda p, d, b, lay: encode(p, d, b, lay, build="stack")),
+    ("sinusoidal_sin_cos_by_row", "sin on even rows, cos on odd rows, each column's own pair frequency",
+     lambda p, d, b, lay: encode(p, d, b, lay, rows=True)),
+    ("sinusoidal_sin_cos_by_row", "sin on even rows, cos on odd rows, w = base ** (-2j / d_model) for column j",
+     lambda p, d, b, lay: encode(p, d, b, lay, rows=True, exponent="column")),
 ]
 
 SPEC = Spec(
