@@ -4,7 +4,7 @@ test_judge_fixtures.py checks each fixture's id on its seed; here each new
 fixture is graded on other seeds too and what the verdict says is checked:
 a single mistake is named as one (not "one of several"), with no "other
 failing tests" left over, only the tests the mistake can touch fail, and a
-file with two mistakes made by one convention (DeepSeek's gate) names both.
+file with two mistakes made by one convention (DeepSeek's gate, OLMo 2's block) names both.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ SINGLE = [
      "no visible key"),
     ("decoder_block/bug_block_norm_on_output__olmo2_reordered.py", "out = h + mlp_norm(mlp(h))", None),
     ("decoder_block/bug_block_qk_norm__qwen3_per_head.py", "per head", None),
+    ("decoder_block/bug_block_qk_norm__full_projection.py", "over the whole projection", None),
     ("decoder_block/bug_wrong_scale__sqrt_d_model.py", "scaled by 1/sqrt(d_model)", None),
     ("moe/bug_moe_aux_softmax_twice__helper_given_probs.py", "softmax(p).mean(0)", "aux loss"),
     ("moe/bug_moe_aux_deepseek_sequence__seq_aux_alpha.py", "alpha=0.001", "aux loss"),
@@ -35,6 +36,7 @@ SINGLE = [
     ("rmsnorm_backward/bug_rmsb_projection_r_squared__rms_squared.py", "x * r**2 * mean(g * x)", "grad_x"),
 ]
 DEEPSEEK_GATE = "moe/bug_moe_aux_deepseek_sequence__two_bugs_moe_renorm_missing.py"
+OLMO2_BLOCK = "decoder_block/bug_block_norm_on_output__two_bugs_block_qk_norm.py"
 
 
 def _grade(pool, rel: str, seed: int):
@@ -68,6 +70,13 @@ def test_deepseeks_gate_is_named_as_deepseeks_with_the_missing_renormalisation_b
             f"sequence-wise aux, alpha=0.003) on {result.total} failing tests") in result.diagnosis_detail
 
 
+def test_olmo2s_block_names_both_of_its_conventions(fork_server) -> None:
+    result = _grade(fork_server, OLMO2_BLOCK, 5)
+    assert result.diagnosis.id == "block_norm_on_output" and result.diagnosis_partial
+    assert "and block_qk_norm together (OLMo 2's block: norms on the branch outputs" in result.diagnosis_detail
+    assert "other failing test" not in result.diagnosis_detail  # the fp16 overflow its layout causes aside
+
+
 def test_a_finite_empty_row_lse_is_not_named_when_the_rows_nan_instead(fork_server) -> None:
     """The finite-lse family fits the learner's own values: a NaN there is still the NaN mistake."""
     result = _grade(fork_server, "flash_attention/bug_flash_masked_row_nan__divide_by_zero.py", 5)
@@ -80,3 +89,4 @@ def test_the_new_names_hold_on_other_seeds(fork_server, seed: int) -> None:
     for rel, names, failing_in in SINGLE:
         _assert_named_alone(_grade(fork_server, rel, seed), rel, names, failing_in)
     assert _grade(fork_server, DEEPSEEK_GATE, seed).diagnosis.id == "moe_aux_deepseek_sequence"
+    assert _grade(fork_server, OLMO2_BLOCK, seed).diagnosis.id == "block_norm_on_output"

@@ -36,6 +36,7 @@ from drill.judge.spec import (
     FORBIDDEN_ATTENTION_CLASSES,
     FORBIDDEN_NORM,
     FORBIDDEN_NORM_CLASSES,
+    Bug,
     Case,
     Diagnosis,
     Spec,
@@ -395,11 +396,16 @@ def _rope_variant(fn):
 
 
 TABLE = {**BD, **GD, **AD, **SD, **NORM_D, **ROPE_D}
+# OLMo 2's whole block makes both of its conventions' changes at once: composed, it is one consistent variant.
+OLMO2 = Bug(BD["block_norm_on_output"], _v(layout="norm_out", qk_norm="full"),
+            "OLMo 2's block: norms on the branch outputs and q/k normalised over the whole projection",
+            also="block_qk_norm")
 BUGS = (
     variant_bugs(TABLE, [(i, label, _v(**knobs)) for i, label, knobs in BLOCK_VARIANTS])
     + variant_bugs(TABLE, ROPE_VARIANTS, _rope_variant)
     + variant_bugs(TABLE, ATTENTION_VARIANTS, lambda fn: (lambda c: block_variant(c, core=fn)),
                    only=APPLICABLE)
+    + (OLMO2,)
 )
 
 SPEC = Spec(
