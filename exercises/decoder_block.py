@@ -21,6 +21,8 @@ Forward
     increasing but not necessarily 0..T-1 (an offset, gaps).
         h   = x + attn(attn_norm(x))
         out = h + mlp(mlp_norm(h))
+    (Llama's layout: no norm on a branch's output as in OLMo 2, no q/k norm as in
+    OLMo 2 or Qwen3.)
     attn is causal grouped-query attention, scale 1/sqrt(d_head), with RoPE
     (base rope_base) on q and k (never v) at `positions`. Causal by index:
     token t sees tokens 0..t, whatever the position values.

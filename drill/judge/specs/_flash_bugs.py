@@ -104,6 +104,20 @@ FD = diagnoses(
               "does not follow), so it cannot confirm the tiling. This counts as a failure, never a pass.",
               "Compute the scores from q and k with ordinary torch ops (q_tile @ k_tile.transpose(-2, -1), "
               "einsum), on the calling thread."),
+    Diagnosis("flash_lse_phantom_key", "Running max / lse started at 0, not -inf",
+              "The running state must start empty: m = -inf and l = 0 (or a running lse of -inf). Starting it at 0 "
+              "(m = 0 with l = 1, or lse = 0) counts one extra key of score 0 and value 0 in every row: with S the "
+              "row's sum of exp(scores), the output comes out as out * S / (1 + S) and lse as log(1 + S). It shows "
+              "where the scores are small (S near 1) and vanishes for large logits, so it is easy to miss.",
+              "Start each query tile with m = -inf and l = 0 (lse = -inf in a running-lse form), and guard "
+              "exp(-inf - (-inf)) with a safe max."),
+    Diagnosis("flash_lse_empty_row_finite", "lse finite on rows with no visible key",
+              "A causal row with T_q > T_k whose query comes before every key sees no key: its softmax sum is 0, "
+              "so its logsumexp is log(0) = -inf (the contract's value, also PyTorch's). The output's 0 is right "
+              "there, but a finite lse (0, or log of a clamped l such as log(l + 1e-20)) claims the row had mass; "
+              "a backward pass or a merge of two attention results would then weigh it.",
+              "lse = torch.where(l > 0, m + torch.log(l), float('-inf')); keep the clamp only inside the "
+              "division of the output."),
     Diagnosis("flash_block_invalid", "BLOCK_Q / BLOCK_K missing or invalid",
               "The contract asks for module-level BLOCK_Q and BLOCK_K, powers of two from 16 to 256; the grader "
               "reads them to know your tile size.",
@@ -125,8 +139,13 @@ def simulate(
     q: Tensor, k: Tensor, v: Tensor, causal: bool, block_q: int, block_k: int, *, scale: str = "right",
     rescale_out: bool = True, rescale_l: bool = True, alpha: str = "right", division: str = "final",
     lse_max: bool = True, skip: str = "right", mask: str = "right", guard: bool = True, weights: str = "p",
+    start: str = "empty", empty_lse: str = "-inf",
 ) -> tuple[tuple[Tensor, Tensor], tuple[Tensor, Tensor]]:
-    """((out, unknown), (lse, unknown)) of a tiled forward with the given mistakes, in float64."""
+    """((out, unknown), (lse, unknown)) of a tiled forward with the given mistakes, in float64.
+
+    `start="phantom"` starts the running state at m = 0, l = 1 (a running lse of 0): one extra key of score 0
+    and value 0. `empty_lse="zero"` gives lse 0 on rows that saw no visible key (rows of tiles that were never
+    computed stay unknown: their lse is whatever the learner's buffer started with)."""
     q, k, v = q.double(), k.double(), v.double()
     t_q, t_k, d = q.shape[-2], k.shape[-2], q.shape[-1]
     factor = {"right": 1.0 / math.sqrt(d), "none": 1.0, "twice": 1.0 / d}[scale]
@@ -134,8 +153,9 @@ def simulate(
     rows = torch.arange(t_q)
     q0 = (rows // block_q) * block_q
     q1 = torch.clamp(q0 + block_q, max=t_q)
-    m = torch.full((*q.shape[:-1],), float("-inf"), dtype=torch.float64)
-    l_sum = torch.zeros_like(m)
+    phantom = start == "phantom"
+    m = torch.full((*q.shape[:-1],), 0.0 if phantom else float("-inf"), dtype=torch.float64)
+    l_sum = torch.ones_like(m) if phantom else torch.zeros_like(m)
     acc = torch.zeros(*q.shape[:-1], v.shape[-1], dtype=torch.float64)
     touched = torch.zeros(t_q, dtype=torch.bool)  # a tile was computed for the row
     fuzzy = torch.zeros(t_q, dtype=torch.bool)  # values depend on the learner's fill of masked scores
@@ -178,7 +198,7 @@ def simulate(
         out = acc
     lse = (m + torch.log(l_sum)) if lse_max else torch.log(l_sum)
     if guard:
-        lse = torch.where(l_sum > 0, lse, torch.full_like(lse, float("-inf")))
+        lse = torch.where(l_sum > 0, lse, torch.full_like(lse, 0.0 if empty_lse == "zero" else float("-inf")))
     untouched = ~touched  # rows never computed: 0 or 0/0 by the learner's own guard
     unknown_rows = (untouched | fuzzy).expand(*q.shape[:-1])
     lse_unknown = unknown_rows.clone()
@@ -212,4 +232,8 @@ FLASH_VARIANTS: list[tuple[str, str, dict[str, Any], bool]] = [
     ("flash_softmax_dropped", "s @ v instead of p @ v", {"weights": "s"}, False),
     ("flash_causal_mask_unapplied", "tiles skipped, no mask inside them", {"mask": "none"}, True),
     ("flash_causal_mask_unapplied", "no mask and no tile skip", {"mask": "none", "skip": "none"}, True),
+    # issue 31: seen in running-lse (FlashAttention-2 style) ports
+    ("flash_lse_phantom_key", "m = 0, l = 1 (or lse = 0) at the start: a phantom key of score 0", {"start": "phantom"},
+     False),
+    ("flash_lse_empty_row_finite", "lse = 0 on rows with no visible key", {"empty_lse": "zero"}, True),
 ]

@@ -79,6 +79,21 @@ MD = diagnoses(
               "in bf16 every probability is rounded to 8 bits, which moves the aux loss (and the weights) by up to "
               "0.4%: the router learns from a noisy signal.",
               "p = torch.softmax(router_logits.float(), dim=-1), and keep p, the weights and the aux loss in fp32."),
+    Diagnosis("moe_aux_softmax_twice", "Softmax applied twice in the aux loss",
+              "P_e is the mean of the router probabilities p = softmax(logits). Yours passes p through softmax "
+              "once more (Hugging Face's load_balancing_loss_func takes *logits* and applies the softmax itself: "
+              "handing it the probabilities does this). softmax(p) of values in [0, 1] is nearly uniform, so "
+              "P_e barely moves and the loss stops pushing the router towards balance.",
+              "Apply the softmax once: P = torch.softmax(router_logits.float(), dim=-1).mean(0), and if a "
+              "helper applies its own softmax, give it the logits."),
+    Diagnosis("moe_aux_deepseek_sequence", "DeepSeek's sequence-wise aux loss",
+              "Yours is DeepSeek-V2/V3's auxiliary loss: counted per sequence (f_e and P_e over each sequence's "
+              "T tokens, then averaged over the batch), f_e divided by top_k as well (n_experts * count / "
+              "(T * top_k)), and multiplied by a coefficient alpha. It is a real convention, but the contract's is "
+              "Mixtral's (Switch's) batch-level loss: n_experts * sum_e f_e * P_e with f_e = count_e / tokens "
+              "over all B * T tokens, no 1/top_k and no coefficient (the training loop applies one).",
+              "Flatten to (B * T) tokens, f = one_hot(idx, n_experts).sum(1).float().mean(0), "
+              "P = p.mean(0), aux = n_experts * (f * P).sum(); leave the coefficient to the caller."),
     Diagnosis("moe_norm_topk_invalid", "NORM_TOPK_PROB has an unknown value",
               "The module-level NORM_TOPK_PROB must be True or False (absent means True).",
               "Set NORM_TOPK_PROB = True or NORM_TOPK_PROB = False, exactly as written."),
@@ -102,6 +117,7 @@ def moe_variant(
     aux_p: str = "full",
     aux_f: str = "all",
     aux_n: bool = True,
+    aux_seq: float | None = None,
 ) -> Tensor | None:
     """The case's graded element (ctx["pick"]: "out" or "aux") as the buggy layer computes it.
 
@@ -111,7 +127,9 @@ def moe_variant(
     sorted by expert with a stable argsort, put back with y[order] instead of the inverse).
     half: "softmax" (router softmax in x's half dtype, the rest in fp32) or "mean" (P_e also
     averaged in it); None on fp32 input.
-    aux_p: "full" (mean of p) or "weights" (mean of the routing weights scattered over experts).
+    aux_p: "full" (mean of p), "weights" (mean of the routing weights scattered over experts) or
+    "softmax_twice" (mean of softmax(p)).
+    aux_seq: DeepSeek's sequence-wise loss with this coefficient alpha (aux_p/aux_f/aux_n then unused).
     aux_f: "all" (every choice counts), "div_k" (divided by tokens * top_k), "top1" (first choice only).
     """
     ctx = case.ctx
@@ -137,6 +155,11 @@ def moe_variant(
             top_w = (hw / hw.sum(dim=-1, keepdim=True)).double()
         else:
             top_w = top_w / top_w.sum(dim=-1, keepdim=True)
+    if ctx["pick"] == "aux" and aux_seq is not None:
+        b, t = x.shape[0], flat.shape[0] // x.shape[0]
+        counts = F.one_hot(idx.reshape(b, t * top_k), n_experts).sum(dim=1).double()  # (B, E) per sequence
+        ce = counts / (t * top_k / n_experts)
+        return (aux_seq * (ce * probs.reshape(b, t, n_experts).mean(dim=1)).sum(dim=-1).mean()).float()
     if ctx["pick"] == "aux":
         n = flat.shape[0]
         counted = idx[:, :1] if aux_f == "top1" else idx
@@ -146,6 +169,8 @@ def moe_variant(
         if aux_p == "weights":
             p_used = torch.zeros(n, n_experts, dtype=torch.float64).scatter(1, idx, top_w)
             big_p = p_used.mean(dim=0)
+        elif aux_p == "softmax_twice":
+            big_p = torch.softmax(probs, dim=-1).mean(dim=0)
         elif half == "mean":
             big_p = probs_h.mean(dim=0).double()
         else:
@@ -226,4 +251,27 @@ MOE_VARIANTS = [
     ("moe_router_half", "router softmax in the input's half dtype", lambda c: moe_variant(c, half="softmax")),
     ("moe_router_half", "router softmax and P_e's mean in the input's half dtype",
      lambda c: moe_variant(c, half="mean")),
+    # issue 31: seen in real code
+    ("moe_aux_softmax_twice", "P_e = softmax(p).mean(0): the probabilities softmaxed again",
+     lambda c: moe_variant(c, aux_p="softmax_twice")),
 ]
+
+# DeepSeek's coefficient alpha: 1 (none), Switch/Mixtral's 0.01, DeepSeek-V2's 0.003, DeepSeek-MoE's and
+# V2-Lite's 0.001, DeepSeek-V3's 0.0001. One variant per value, so one alpha has to fit every aux test.
+DEEPSEEK_ALPHAS = (1.0, 0.01, 0.003, 0.001, 0.0001)
+MOE_VARIANTS += [
+    ("moe_aux_deepseek_sequence", f"DeepSeek's sequence-wise aux (per sequence, / top_k), alpha={alpha:g}",
+     lambda c, alpha=alpha: moe_variant(c, aux_seq=alpha)) for alpha in DEEPSEEK_ALPHAS
+]
+
+
+def deepseek_gate(alpha: float):
+    """DeepSeek's whole gate on a file that declares (or defaults to) NORM_TOPK_PROB = True: its top-k weights
+    left as they are (DeepSeek-V2 does not renormalise) and its sequence-wise aux."""
+
+    def fn(case: Case):
+        if not case.ctx.get("norm", True):
+            return None
+        return moe_variant(case, norm=False, aux_seq=alpha)
+
+    return fn

@@ -36,6 +36,7 @@ from drill.judge.spec import (
     FORBIDDEN_ATTENTION_CLASSES,
     FORBIDDEN_NORM,
     FORBIDDEN_NORM_CLASSES,
+    Bug,
     Case,
     Diagnosis,
     Spec,
@@ -99,6 +100,17 @@ BD = diagnoses(
               "Only q and k are rotated: RoPE encodes position in the scores q.k; rotating v mixes the features of "
               "the attention output instead.",
               "Rotate q and k only; attend with v as projected."),
+    Diagnosis("block_norm_on_output", "Norm on the sub-layer's output (OLMo 2's placement)",
+              "Yours normalises what each branch returns before adding it: h = x + norm(attn(x)), "
+              "out = h + norm(mlp(h)). That is OLMo 2's layout (a real one, chosen for training stability), "
+              "but the contract's block is Llama's pre-norm: the norm is applied to the branch's *input*, "
+              "and the branch output is added as it is.",
+              "h = x + attn(attn_norm(x)); out = h + mlp(mlp_norm(h))."),
+    Diagnosis("block_qk_norm", "QK-norm added (another architecture's convention)",
+              "Yours RMS-normalises q and k before the scores (QK-norm, as in OLMo 2, Qwen3 or Gemma 3: per head, "
+              "or over the whole projection). It is a real convention, but the contract's block is Llama's, which "
+              "has no q/k norm: the scores are q.k of the projections as they are, rotated by RoPE.",
+              "Drop the q_norm / k_norm step: q = rope(q_proj(x)), k = rope(k_proj(x)), with no normalisation."),
 )
 
 MASKS = ("causal", "none", "strict")
@@ -233,16 +245,20 @@ def block_variant(
     tiled: bool = False,
     strided: bool = False,
     mlp: str = "silu_gate",
+    qk_norm: str | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor] | None:
     """The block recomputed (float64 after each norm) with one mistake; returns (output, unknown elements).
 
     layout: "pre" (right), "post" (norm after each residual add), "no_res_attn" / "no_res_mlp" (a branch
     without its residual), "normed_res" / "normed_res_attn" / "normed_res_mlp" (residual from the
-    normalised input). norm_weights: "own", "attn" or "mlp" (both branches use that norm's weight), "none".
+    normalised input), "norm_out" (the norm on each branch's output, OLMo 2). norm_weights: "own", "attn"
+    or "mlp" (both branches use that norm's weight), "none".
     norm: `normalise` knobs (eps_at, upcast, centre). rope: fn(t, positions, base, convention),
     "default" (the exact rotation) or "none"; rope_on: which of q, k, v it rotates.
     mask/core/tiled/strided: as gqa's variants.
     mlp: "silu_gate" (right), "silu_up" (silu on w_up), or an activation function for the gate.
+    qk_norm: "head" (q and k RMS-normalised per head, Qwen3 / Gemma 3) or "full" (over the whole projection,
+    OLMo 2), weight 1, before RoPE; None (right).
     """
     a, p, ctx = case.args, case.params, case.ctx
     x = a["x"]
@@ -272,8 +288,12 @@ def block_variant(
 
     def attn(t: torch.Tensor) -> torch.Tensor:
         B, T, _ = t.shape
-        q, k, v = (split_heads(F.linear(t, W[f"attn.{n_}_proj.weight"]), m, strided)
-                   for n_, m in (("q", h), ("k", h_kv), ("v", h_kv)))
+        proj = {n_: F.linear(t, W[f"attn.{n_}_proj.weight"]) for n_ in ("q", "k", "v")}
+        if qk_norm == "full":
+            proj["q"], proj["k"] = (_rms(proj[n_].to(dt), None, eps) for n_ in ("q", "k"))
+        q, k, v = (split_heads(proj[n_], m, strided) for n_, m in (("q", h), ("k", h_kv), ("v", h_kv)))
+        if qk_norm == "head":
+            q, k = _rms(q.to(dt), None, eps), _rms(k.to(dt), None, eps)
         turned = {"q": q, "k": k, "v": v}
         if rot is not None:
             for name in rope_on:
@@ -312,6 +332,9 @@ def block_variant(
         if layout == "post":
             hs = n("attn", xd + attn(xd))
             out = n("mlp", hs + ffn(hs))
+        elif layout == "norm_out":
+            hs = xd + n("attn", attn(xd))
+            out = hs + n("mlp", ffn(hs))
         else:
             na = n("attn", xd)
             hs = attn(na) + {"no_res_attn": 0.0, "normed_res": na, "normed_res_attn": na}.get(layout, xd)
@@ -358,6 +381,12 @@ BLOCK_VARIANTS = [
     ("rms_eps_outside_sqrt", "rsqrt(mean(x**2)) + eps", {"norm": {"eps_at": EPS_ON_RECIPROCAL}}),
     ("rms_no_fp32_upcast", "norm statistics in the input dtype", {"norm": {"upcast": False}}),
     ("rms_subtracts_mean", "x - mean in the norm", {"norm": {"centre": True}}),
+    # issue 31: other architectures' conventions, and the scale the Why text of wrong_scale names
+    ("block_norm_on_output", "h = x + attn_norm(attn(x)); out = h + mlp_norm(mlp(h))", {"layout": "norm_out"}),
+    ("block_qk_norm", "q and k RMS-normalised per head before RoPE", {"qk_norm": "head"}),
+    ("block_qk_norm", "q and k RMS-normalised over the whole projection before RoPE", {"qk_norm": "full"}),
+    ("wrong_scale", "scaled by 1/sqrt(d_model)", {"core": lambda q, k, v, m, dt: attend(
+        q, k, v, m, scale=(q.shape[1] * q.shape[-1]) ** -0.5, dtype=torch.float64)}),
 ]
 
 
@@ -367,11 +396,16 @@ def _rope_variant(fn):
 
 
 TABLE = {**BD, **GD, **AD, **SD, **NORM_D, **ROPE_D}
+# OLMo 2's whole block makes both of its conventions' changes at once: composed, it is one consistent variant.
+OLMO2 = Bug(BD["block_norm_on_output"], _v(layout="norm_out", qk_norm="full"),
+            "OLMo 2's block: norms on the branch outputs and q/k normalised over the whole projection",
+            also="block_qk_norm")
 BUGS = (
     variant_bugs(TABLE, [(i, label, _v(**knobs)) for i, label, knobs in BLOCK_VARIANTS])
     + variant_bugs(TABLE, ROPE_VARIANTS, _rope_variant)
     + variant_bugs(TABLE, ATTENTION_VARIANTS, lambda fn: (lambda c: block_variant(c, core=fn)),
                    only=APPLICABLE)
+    + (OLMO2,)
 )
 
 SPEC = Spec(

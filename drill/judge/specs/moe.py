@@ -40,7 +40,7 @@ import torch
 import torch.nn.functional as F
 
 from drill.judge.registry import default
-from drill.judge.spec import Case, Spec, Tolerance
+from drill.judge.spec import Bug, Case, Spec, Tolerance
 from drill.judge.specs._common import (
     DTYPE_LABEL,
     DTYPES,
@@ -52,7 +52,7 @@ from drill.judge.specs._common import (
     twice_probes,
     variant_bugs,
 )
-from drill.judge.specs._moe_bugs import MD, MOE_VARIANTS
+from drill.judge.specs._moe_bugs import DEEPSEEK_ALPHAS, MD, MOE_VARIANTS, deepseek_gate
 
 TARGET = "MoE"
 DEFAULT_NORM = default("moe", "NORM_TOPK_PROB")  # a file without NORM_TOPK_PROB is graded as this
@@ -248,7 +248,10 @@ SPEC = Spec(
     make_cases=make_cases,
     reference=reference,
     tolerances={**TOLERANCES, "aux": AUX_TOLERANCE},
-    bugs=variant_bugs(MD, MOE_VARIANTS),
+    bugs=variant_bugs(MD, MOE_VARIANTS) + tuple(
+        Bug(MD["moe_aux_deepseek_sequence"], deepseek_gate(alpha), f"DeepSeek's gate: top-k weights not "
+            f"renormalised and its sequence-wise aux, alpha={alpha:g}", also="moe_renorm_missing")
+        for alpha in DEEPSEEK_ALPHAS),
     report_attrs=("NORM_TOPK_PROB",),
     prepare=prepare,
     audit={"name": "moe_work", "tokens": 64, "d_model": 32, "d_ff": 64, "n_experts": 8, "top_k": 2},

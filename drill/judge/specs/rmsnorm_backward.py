@@ -59,12 +59,26 @@ BD = diagnoses(
               f"the default get {OTHER_DEFAULT_EPS:g}, a common default elsewhere, which matters for inputs whose "
               "mean square is comparable to eps.",
               f"def rmsnorm_backward(x, weight, grad_out, eps={DEFAULT_EPS:g})."),
+    Diagnosis("rmsb_weight_twice", "weight multiplied in twice in the projection term",
+              "g = grad_out * weight already carries the weight; the projection term is mean(g * x_hat), so "
+              "multiplying g by weight again inside that mean gives mean(grad_out * weight**2 * x_hat). It "
+              "goes unnoticed with weight = 1 (a freshly initialised RMSNorm) and is wrong for any other weight.",
+              "Use one g = grad_out * weight in both terms: r * (g - x_hat * (g * x_hat).mean(-1, keepdim=True))."),
+    Diagnosis("rmsb_projection_r_squared", "Projection term scaled by r**2 instead of r**3",
+              "With r = 1/sqrt(mean(x**2) + eps), dr/dx_j = -r**3 * x_j / d, so the projection term is "
+              "x * r**3 * mean(g * x); in rms = 1/r it is divided by rms**3. One power of r lost (dividing by "
+              "rms**2) leaves the term off by the factor rms, right only for rows whose rms is 1.",
+              "grad_x = r * g - x * r**3 * (g * x).mean(-1, keepdim=True), or r * (g - x_hat * mean(g * x_hat))."),
 )
 
 
 def backward(x, weight, grad_out, eps: float, *, projection: str = "right", eps_at: str = "inside",
-             w_dims: object = "all", upcast: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
-    """(grad_x, grad_weight) of RMSNorm with one knob per mistake; fp32 unless `upcast=False` (the input's dtype)."""
+             w_dims: object = "all", upcast: bool = True, weight_twice: bool = False,
+             r_power: int = 3) -> tuple[torch.Tensor, torch.Tensor]:
+    """(grad_x, grad_weight) of RMSNorm with one knob per mistake; fp32 unless `upcast=False` (the input's dtype).
+
+    `weight_twice` multiplies g by the weight once more inside the projection's mean; `r_power=2` scales the
+    projection term by r**2 (dividing by rms**2) instead of r**3."""
     dt = torch.float32 if upcast else x.dtype
     xf, gf, wf = x.to(dt), grad_out.to(dt), weight.to(dt)
     ms = xf.pow(2).mean(dim=-1, keepdim=True)
@@ -73,8 +87,9 @@ def backward(x, weight, grad_out, eps: float, *, projection: str = "right", eps_
     r_proj = torch.rsqrt(ms) if eps_at in ("missing", "projection") else r
     g = gf * wf
     x_hat = xf * r
-    dot = (g * xf).mean(dim=-1, keepdim=True) if projection != "sum" else (g * xf).sum(dim=-1, keepdim=True)
-    term = xf * r_proj.pow(3) * dot
+    gd = g * wf if weight_twice else g
+    dot = (gd * xf).mean(dim=-1, keepdim=True) if projection != "sum" else (gd * xf).sum(dim=-1, keepdim=True)
+    term = xf * r_proj.pow(r_power) * dot
     grad_x = {"right": r * g - term, "sum": r * g - term, "none": r * g, "sign": r * g + term}[projection]
     gw = gf * x_hat
     grad_w = gw.reshape(-1, x.shape[-1]).sum(dim=0) if w_dims == "all" else gw.sum(dim=w_dims)
@@ -171,6 +186,9 @@ BUGS = (
     Bug(BD["rmsb_projection_sign"], _variant(projection="sign"), "projection term added"),
     Bug(BD["rmsb_no_fp32_upcast"], _low_precision, "computed in the input dtype"),
     Bug(BD["rmsb_default_eps"], _default_eps, f"default eps={OTHER_DEFAULT_EPS:g}"),
+    # issue 31: mistakes seen in hand-derived backward passes
+    Bug(BD["rmsb_weight_twice"], _variant(weight_twice=True), "mean(g * weight * x_hat), g already weighted"),
+    Bug(BD["rmsb_projection_r_squared"], _variant(r_power=2), "x * r**2 * mean(g * x)"),
 )
 
 SPEC = Spec(
