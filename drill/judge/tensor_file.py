@@ -58,7 +58,6 @@ def write(tensors: dict[str, torch.Tensor], path: Any) -> None:
             if flat.numel():
                 fh.seek(start + entry["offset"])
                 fh.write(flat.numpy().tobytes())
-        fh.truncate(start + offset)  # the data ends padded, so every offset lies inside it (an empty last one too)
 
 
 def read(path: Any, max_bytes: int | None = None) -> dict[str, torch.Tensor]:
