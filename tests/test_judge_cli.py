@@ -129,6 +129,24 @@ def test_exercises_lists_best_results(home: Path) -> None:
     assert "kv_cache" in res.output
 
 
+@pytest.mark.parametrize("columns", [80, 60, 40])
+def test_exercises_never_cuts_a_name(home: Path, columns: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At 80 columns `flash_attenti…` and `rmsnorm_backw…` were cut: optional columns go first (issue 31)."""
+    from drill.judge.registry import exercise_names
+    from drill.store import Attempt
+
+    with Store(home / "progress.db") as s:
+        s.record_attempt(Attempt("rmsnorm_backward", "2026-01-02T00:00:00+00:00", "pass", None, 2, 7, 7, 10))
+    monkeypatch.setenv("COLUMNS", str(columns))
+    res = run("exercises")
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert all(len(line) <= columns for line in lines), res.output
+    cells = {line.split("│")[1].strip() for line in lines if line.count("│") > 2}
+    assert set(exercise_names()) <= cells, res.output
+    assert "best result" in res.output and "pass" in next(ln for ln in lines if "rmsnorm_backward" in ln)
+
+
 def test_hint_is_progressive(home: Path) -> None:
     one = run("hint", "attention")
     two = run("hint", "attention", "2")

@@ -159,3 +159,76 @@ def test_no_allowed_module_exposes_a_way_out_under_an_unrefused_name() -> None:
             continue
     assert walked >= 20
     assert leaks == [], "add these attribute names to policy._STDLIB or BLOCKED_ATTRS:\n" + "\n".join(leaks[:40])
+
+
+# -- issue 31 §0: a refused builtin's name that the file binds itself is its own -----------------------------
+# Every name the policy refuses as a builtin, and builtins people commonly reuse as names (never refused).
+_OWN_NAMES = sorted(policy.SHADOWABLE | {"format", "type", "id", "iter", "filter", "map", "min", "max", "sum",
+                                         "hash", "len"})
+# Each binding form, with NAME for the name; every load of NAME is in the scope that binds it.
+_BINDINGS = {
+    "parameter": "def f(x, NAME):\n    return NAME(x)\n",
+    "posonly_kwonly": "def f(NAME, /, *, other=1):\n    return NAME\ndef g(*, NAME):\n    return NAME\n",
+    "star_args": "def f(*NAME):\n    return NAME\ndef g(**NAME):\n    return NAME\n",
+    "method": "class M:\n    def forward(self, NAME):\n        NAME = NAME.contiguous()\n        return NAME\n",
+    "lambda": "f = lambda NAME: NAME + 1\n",
+    "local": "def f(x):\n    NAME = x.contiguous()\n    return NAME\n",
+    "augmented": "def f(x):\n    NAME = 0\n    NAME += x\n    return NAME\n",
+    "annotated": "def f(x):\n    NAME: int = x\n    return NAME\n",
+    "unpacked": "def f(xs):\n    a, (NAME, *b) = xs\n    return NAME\n",
+    "walrus": "def f(x):\n    if (NAME := x):\n        return NAME\n",
+    "loop_var": "def f(xs):\n    for NAME in xs:\n        print(NAME)\n",
+    "with_as": "def f(c):\n    with c as NAME:\n        return NAME\n",
+    "except_as": "def f():\n    try:\n        pass\n    except ValueError as NAME:\n        return NAME\n",
+    "import_as": "def f():\n    import math as NAME\n    return NAME.pi\n",
+    "comprehension": "def f(xs):\n    return [NAME for NAME in xs], {NAME: 1 for NAME in xs}\n",
+    "def_name": "def f():\n    def NAME():\n        return 1\n    return NAME()\n",
+    "class_name": "def f():\n    class NAME:\n        pass\n    return NAME\n",
+    "match_capture": "def f(x):\n    match x:\n        case [NAME, *rest]:\n            return NAME\n",
+    "nonlocal": "def g():\n    NAME = 1\n    def f():\n        nonlocal NAME\n        return NAME\n    return f\n",
+    "closure": "def g(NAME):\n    def f():\n        return NAME\n    return f\n",
+    "class_body": "class A:\n    NAME = 1\n    twice = NAME * 2\n",
+    "module_level": "import torch\nNAME = torch.ones(2)\ny = NAME + 1\n",
+    "module_def_before_use": (
+        "import math\ndef NAME(x):\n    return x\nclass A:\n    def f(self, x):\n        return NAME(x)\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("form", sorted(_BINDINGS))
+@pytest.mark.parametrize("name", _OWN_NAMES)
+def test_a_name_the_file_binds_is_its_own(name: str, form: str) -> None:
+    assert policy.check_source(_BINDINGS[form].replace("NAME", name)) == []
+
+
+# Loads of the builtin itself, though the file binds the name somewhere: (source, line refused).
+_STILL_BUILTIN = {
+    "unbound": ("def f(x):\n    return input()\n", 2),
+    "bound_in_another_function": ("def f(input):\n    return input\ndef g():\n    return input()\n", 4),
+    "default_value_is_outside": ("def f(open=open):\n    return open\n", 1),
+    "lambda_default_is_outside": ("f = lambda open=open: open\n", 1),
+    "decorator_is_outside": ("def g(eval):\n    return eval\n@eval\ndef eval(x):\n    return x\n", 3),
+    "class_body_not_in_methods": ("class A:\n    open = 1\n    def f(self):\n        return open\n", 4),
+    "class_body_before_binding": ("class A:\n    x = open\n    open = 1\n", 2),
+    "module_before_binding": ("x = input\ninput = 1\n", 1),
+    "module_same_statement": ("input = input.contiguous()\n", 1),
+    "module_on_one_branch": ("import torch\nif torch.cuda.is_available():\n    vars = 1\nvars()\n", 4),
+    "module_deleted": ("vars = 1\ndel vars\nvars()\n", 3),
+    "module_deleted_by_a_function": ("compile = 1\ndef f():\n    global compile\n    del compile\ny = compile\n", 5),
+    "module_bound_after_a_call": ("import torch\nx = torch.ones(1)\nopen = 3\ndef f():\n    return open('x')\n", 5),
+    "module_except_as_unbinds": ("exec = 1\ntry:\n    pass\nexcept Exception as exec:\n    pass\nexec('1')\n", 6),
+    "comprehension_first_iterable": ("y = [open for open in open]\n", 1),
+    "walrus_after_its_load": ("y = [(input, input := 5) for _ in range(1)]\n", 1),
+    "global_declared": ("def f():\n    global input\n    input = 1\n    return input\n", 4),
+    "getattr_computed": ("import torch\ndef f(getattr):\n    return getattr\ngetattr(torch, 'o' + 'ps')\n", 4),
+    "imported_under_its_name": ("from math import open\n", 1),
+    "dunder_parameter": ("def f(__import__):\n    return __import__\n", 2),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_STILL_BUILTIN))
+def test_the_builtin_itself_is_still_refused_with_its_line(case: str) -> None:
+    source, line = _STILL_BUILTIN[case]
+    found = policy.check_source(source)
+    assert found and found[0].line == line, (case, found)
+    assert "not allowed" in found[0].what

@@ -17,10 +17,12 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
 
+import drill
 from drill.judge import sandbox
 from drill.judge.check import check_file
 from drill.judge.runner import ChildPool, Limits
@@ -98,6 +100,12 @@ WITHOUT_SANDBOX = {
 }
 
 
+# This session's own marker: the attacks that start processes or write /dev/shm name them after it
+# (`_graded_copy`), so a test counts only what it started itself, never another run's attack on a shared
+# machine (whose processes are visible here while that run lasts).
+MARKER = f"drill-tamper-marker-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
 def _marked_processes() -> list[int]:
     found = []
     for entry in os.listdir("/proc"):
@@ -105,11 +113,25 @@ def _marked_processes() -> list[int]:
             continue
         try:
             with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                if b"drill-tamper-marker" in fh.read():
+                if MARKER.encode() in fh.read():
                     found.append(int(entry))
         except OSError:
             continue
     return found
+
+
+def _graded_copy(name: str, folder: Path) -> Path:
+    """The fixture as graded: a copy in the test's folder, with this session's marker, the folder an attack
+    searches for stores (STORES) set to the test's own folder (never /tmp: on a long-lived machine it held 143k
+    files and a walk of it ran out of time), and the search for drill's source bounded to drill's package."""
+    text = (TAMPER / f"{name}.py").read_text()
+    text = text.replace("drill-tamper-marker", MARKER)
+    text = text.replace('STORES = "/nonexistent/drill-tamper-stores"', f"STORES = {str(folder)!r}")
+    text = text.replace("CHECKOUT: list = []", f"CHECKOUT: list = [{str(Path(drill.__file__).parent)!r}]")
+    dest = folder / "graded" / f"{name}.py"
+    dest.parent.mkdir(exist_ok=True)
+    dest.write_text(text)
+    return dest
 
 
 @pytest.fixture(scope="module")
@@ -149,8 +171,9 @@ def _accepts(want, got: str) -> bool:
 def test_tampering_fails_honestly(name: str, policy: bool, pool: ChildPool, store: Path) -> None:
     with_policy, without, overrides = CASES[name]
     limits = Limits(**{**BASE, **overrides})
+    graded = _graded_copy(name, store.parent)
     t0 = time.monotonic()
-    result = check_file(TAMPER / f"{name}.py", _exercise(name), seed=7, limits=limits, pool=pool, policy=policy)
+    result = check_file(graded, _exercise(name), seed=7, limits=limits, pool=pool, policy=policy)
     elapsed = time.monotonic() - t0
     assert result.status in ("fail", "error"), f"{name} must never pass: {result.layers}"
     assert result.diagnosis is not None
@@ -159,7 +182,7 @@ def test_tampering_fails_honestly(name: str, policy: bool, pool: ChildPool, stor
     assert elapsed < min(limits.timeout_s, limits.cpu_s) + 45
     assert _marked_processes() == [], "a learner-started process survived the grader"
     assert (store / "progress.db").read_bytes() == b"sentinel" and os.listdir(store) == ["progress.db"]
-    assert not Path("/dev/shm/drill-tamper-marker-shm").exists()
+    assert not Path(f"/dev/shm/{MARKER}-shm").exists()
     text = json.dumps(result.to_json())
     assert "\x1b" not in text and "\x1b" not in result.diagnosis_detail
 
@@ -179,7 +202,8 @@ def test_layers_below_the_policy_hold_without_the_sandbox(name: str, bare_pool: 
     monkeypatch.setenv("DRILL_SANDBOX", "off")
     limits = Limits(**BASE)
     t0 = time.monotonic()
-    result = check_file(TAMPER / f"{name}.py", "attention", seed=7, limits=limits, pool=bare_pool, policy=False)
+    result = check_file(_graded_copy(name, store.parent), "attention", seed=7, limits=limits, pool=bare_pool,
+                        policy=False)
     assert result.layers["sandbox"].startswith("off")
     assert result.status in ("fail", "error") and result.diagnosis.id == WITHOUT_SANDBOX[name], (
         result.diagnosis.id, result.diagnosis_detail)
@@ -233,7 +257,7 @@ def test_sandbox_is_active_and_reported(pool: ChildPool) -> None:
     assert result.to_json()["layers"]["sandbox"].startswith("namespaces")
 
 
-def test_fallback_without_namespaces_still_holds(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fallback_without_namespaces_still_holds(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """DRILL_SANDBOX=off forces the fallback: a correct file passes, attacks still fail, the JSON says so."""
     monkeypatch.setenv("DRILL_SANDBOX", "off")
     assert sandbox.mode() == ("off", "DRILL_SANDBOX=off")
@@ -242,7 +266,8 @@ def test_fallback_without_namespaces_still_holds(monkeypatch: pytest.MonkeyPatch
         ok = check_file(good, "attention", seed=3, limits=Limits(**BASE), pool=pool)
         thread = check_file(TAMPER / "thread_sdpa.py", "attention", seed=3, limits=Limits(**BASE), pool=pool,
                             policy=False)
-        helper = check_file(TAMPER / "empty_env_helper.py", "attention", seed=3, limits=Limits(**BASE), pool=pool,
+        helper = check_file(_graded_copy("empty_env_helper", tmp_path), "attention", seed=3, limits=Limits(**BASE),
+                            pool=pool,
                             policy=False)
     assert ok.status == "pass" and ok.layers["sandbox"].startswith("off: DRILL_SANDBOX=off")
     assert thread.diagnosis.id == "forbidden_op"

@@ -80,3 +80,13 @@ def test_every_subpackage_is_listed_for_the_wheel() -> None:
         if "__pycache__" not in init.parts
     }
     assert found <= listed, f"add to [tool.setuptools] packages: {sorted(found - listed)}"
+
+
+def test_every_path_in_the_readme_table_exists() -> None:
+    """README "Where things are" named `drill/store.py` after the store became a package (issue 31)."""
+    text = (ROOT / "README.md").read_text()
+    table = text.split("## Where things are", 1)[1].split("\n## ", 1)[0]
+    paths = [row.split("|")[1].strip().strip("`") for row in table.splitlines() if row.startswith("| `")]
+    assert len(paths) >= 10
+    missing = [p for p in paths if not (ROOT / p).exists() or (p.endswith("/") != (ROOT / p).is_dir())]
+    assert missing == [], missing

@@ -192,6 +192,14 @@ def test_spot_bug_right_line_is_good_and_shows_the_fix(tmp_path: Path) -> None:
     assert [(r.rating, r.answer) for r in unhinted.reviews()] == [(3, "5")]
 
 
+def test_spot_bug_fix_is_a_diff_with_the_line_number_apart(tmp_path: Path) -> None:
+    """The number was the removed line's mark ("- 5 return s / ..."), glued onto the code (issue 31)."""
+    out, _store = _ask_spot(tmp_path, ["5"])
+    lines = [line.rstrip() for line in out.splitlines()]
+    at = lines.index("The fix, line 5")
+    assert lines[at + 1:at + 3] == ["  - return s / math.sqrt(d_model)", "  + return s / math.sqrt(q.size(-1))"]
+
+
 def test_spot_bug_wrong_line_is_again_and_explains_the_decoy(tmp_path: Path) -> None:
     out, store = _ask_spot(tmp_path, ["4"])
     assert "✗ the bug is on line 5 (you said 4)" in out

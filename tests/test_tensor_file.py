@@ -5,11 +5,15 @@ through the boundary as an unreadable output, before anything is built from it."
 from __future__ import annotations
 
 import json
+import math
+import os
 import struct
 from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from drill.judge import tensor_file
 
@@ -102,3 +106,42 @@ def test_the_boundary_wants_an_out_tensor_within_the_size_cap(tmp_path: Path, mo
         boundary.load_outputs(path)
     with pytest.raises(boundary.Unreadable, match="could not be read"):
         boundary.load_outputs(tmp_path / "missing.bin")
+
+
+# -- issue 31 §3: an empty tensor after an unaligned one --------------------------------------------------------
+def test_an_empty_tensor_after_an_unaligned_one_reads_back(tmp_path: Path) -> None:
+    """The last tensor empty and the one before it not a multiple of ALIGN bytes: its offset lies past the end of
+    the data, and an honest output file was refused as "does not fit" (the boundary: unreadable, forged)."""
+    from drill.judge.boundary import load_outputs
+
+    path = tmp_path / "out_0.bin"
+    sent = {"out": torch.arange(3, dtype=torch.int8), "grad.x": torch.empty(0, 4)}
+    tensor_file.write(sent, path)
+    got = load_outputs(path)
+    assert torch.equal(got["out"], sent["out"]) and got["grad.x"].shape == (0, 4)
+    tensor_file.write(sent, os.devnull)  # the child's warm-up writes there: nothing may seek past or truncate it
+
+
+_SHAPES = st.lists(st.integers(0, 5), min_size=0, max_size=4)
+_ENTRIES = st.lists(st.tuples(st.sampled_from(DTYPES), _SHAPES, st.integers(0, 2**31 - 1)), max_size=8)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(entries=_ENTRIES)
+def test_any_dtypes_shapes_and_order_round_trip(entries: list, tmp_path: Path) -> None:
+    """Every sequence of plain tensors (0-sized and 0-dim included, any order) comes back in order, bit for bit."""
+    sent: dict[str, torch.Tensor] = {}
+    for i, (dtype, shape, seed) in enumerate(entries):
+        n = math.prod(shape) * dtype.itemsize
+        raw = torch.randint(0, 256, (n,), dtype=torch.uint8, generator=torch.Generator().manual_seed(seed))
+        if dtype is torch.bool:
+            raw = raw % 2
+        sent[f"t{i}"] = raw.view(dtype).reshape(shape)
+    path = tmp_path / "t.bin"
+    tensor_file.write(sent, path)
+    got = tensor_file.read(path)
+    assert list(got) == list(sent)
+    for key, want in sent.items():
+        have = got[key]
+        assert have.dtype == want.dtype and have.shape == want.shape, key
+        assert torch.equal(have.reshape(-1).view(torch.uint8), want.reshape(-1).view(torch.uint8)), key

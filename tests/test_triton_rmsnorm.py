@@ -149,6 +149,7 @@ def test_without_a_gpu_the_exercise_says_so_in_one_line(monkeypatch: pytest.Monk
     assert r.exit_code == 2
     lines = [line for line in r.output.splitlines() if line.strip()]
     assert len(lines) == 1 and "triton_rmsnorm can only be graded on a CUDA device" in lines[0], lines
+    assert "DRILL_TRITON_INTERPRET=1" in lines[0]  # the way to grade it here anyway (issue 31)
 
 
 # ---------------------------------------------------------------- the bandwidth verdict

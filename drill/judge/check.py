@@ -145,7 +145,7 @@ def check_file(
     entry = registry.entry(name)
     wanted = devices.requested(device, entry)
     if not registry.device_available(entry):
-        raise UserError(f"{name} can only be graded on a CUDA device, and torch sees none here", str(path))
+        raise UserError(devices.cuda_only_refusal(entry), str(path))
     limits = limits or Limits()
     if seed is None:
         seed = random.SystemRandom().randrange(2**31)

@@ -174,7 +174,8 @@ def _through_server(run: _Run, say: Callable[[str], None], while_waiting: Callab
 
 def _servable(run: _Run, where: Place, say: Callable[[str], None]) -> list[int]:
     """The jobs to send: all of them, except checks needing CUDA when the server's status says it has none
-    (those are graded in this process, after one dim line). The status is asked only when a CUDA check is
+    (those go to this process, which refuses them in one line; one dim line first only when the server's
+    status could not be had). The status is asked only when a CUDA check is
     among them (a running server answers in a millisecond; none running yet is started for it)."""
     from drill.judge.devices import wants_cuda
 
@@ -192,7 +193,10 @@ def _servable(run: _Run, where: Place, say: Callable[[str], None]) -> list[int]:
         status = ask(where, "status")
     if status is not None and status.get("cuda") is True:
         return everything
-    say("the grading server sees no CUDA device; grading the CUDA checks in this process")
+    if status is None or status.get("cuda") is not False:
+        say("the grading server did not say whether it sees a CUDA device; grading the CUDA checks in this process")
+    # A server that sees no CUDA device: nor does this process (the same machine, and the server's key holds the
+    # CUDA settings), so grading them here ends in its one-line refusal; a line before it would only say "here".
     return [i for i in everything if i not in cuda]
 
 

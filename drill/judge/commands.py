@@ -165,32 +165,46 @@ def exercises_cmd() -> None:
         note = store.note
     if note:
         err_console.print(Text(f"note: {note}", style="dim"), soft_wrap=True)
-    Console(highlight=False).print(_exercises_table(attempts, best))
+    console = Console(highlight=False)
+    console.print(_exercises_table(attempts, best, console))
     if not attempts:
-        Console(highlight=False).print("[dim]start one: drill start attention[/]")
+        console.print("[dim]start one: drill start attention[/]")
 
 
-def _exercises_table(attempts: list, best: dict) -> Table:
-    """One row per exercise of the index: track, level, attempts, best result, last attempt."""
+# Dropped in this order when the table is wider than the terminal: an exercise's name is never cut.
+_OPTIONAL_COLUMNS = ("track", "level", "last attempt", "attempts")
+
+
+def _exercises_table(attempts: list, best: dict, console: Console | None = None) -> Table:
+    """One row per exercise of the index: track, level, attempts, best result, last attempt; on a console too
+    narrow for all of them, the optional columns go one by one (track first), and the name is never cut."""
+    from rich.measure import Measurement
+
     from drill.judge.registry import INDEX, exercise_names
 
-    table = Table(show_header=True, header_style="bold")
-    for column in ("exercise", "track", "level"):
-        table.add_column(column)
-    table.add_column("attempts", justify="right")
-    table.add_column("best result")
-    table.add_column("last attempt")
     styles = {"pass": "green", "fail": "red", "error": "red"}
+    rows = []
     for name in exercise_names():
         mine = [a for a in attempts if a.exercise == name]
         status = best.get(name, "-")
         last = f"{mine[-1].attempted_at[:10]} {mine[-1].status}" if mine else "-"
         entry = next((e for e in INDEX if e.name == name), None)  # a starter the index lacks: listed bare
         track, level = (entry.track, entry.difficulty) if entry else ("-", "-")
-        table.add_row(name, track, level, str(len(mine)), f"[{styles.get(status, 'dim')}]{status}[/]", last)
-    return table
-
-
+        rows.append({"exercise": name, "track": track, "level": level, "attempts": str(len(mine)),
+                     "best result": f"[{styles.get(status, 'dim')}]{status}[/]", "last attempt": last})
+    columns = ["exercise", "track", "level", "attempts", "best result", "last attempt"]
+    dropped = list(_OPTIONAL_COLUMNS)
+    while True:
+        table = Table(show_header=True, header_style="bold")
+        for column in columns:
+            table.add_column(column, justify="right" if column == "attempts" else "left",
+                             no_wrap=column in ("exercise", "best result"))
+        for row in rows:
+            table.add_row(*(row[c] for c in columns))
+        wide = console.options.update_width(10_000) if console is not None else None  # the table's natural width
+        if console is None or not dropped or Measurement.get(console, wide, table).maximum <= console.width:
+            return table
+        columns.remove(dropped.pop(0))
 @app.command()
 def hint(
     name: Annotated[str, typer.Argument(help="Exercise name.")],

@@ -62,8 +62,15 @@ def resolve(wanted: str, exercise) -> str:
     if wanted == "auto":
         return "cpu"
     if exercise.device == "cuda":
-        raise UserError(f"{exercise.name} can only be graded on a CUDA device, and torch sees none here")
+        raise UserError(cuda_only_refusal(exercise))
     raise UserError(f"--device cuda: torch sees no CUDA device here ({why_no_cuda(torch)}); use --device cpu or auto")
+
+
+def cuda_only_refusal(exercise) -> str:
+    """The one line for a CUDA-only exercise on a machine without CUDA; for a Triton one, the way round it."""
+    interpret = (f" (set {INTERPRET_ENV}=1 to grade its values on the CPU through Triton's interpreter)"
+                 if "triton" in exercise.imports else "")
+    return f"{exercise.name} can only be graded on a CUDA device, and torch sees none here{interpret}"
 
 
 def require_cuda() -> None:

@@ -12,7 +12,9 @@ attacker needs:
 - the builtins that run or reach code by name (`BLOCKED_NAMES`: `eval`,
   `exec`, `compile`, `open`, `__import__`, `globals`, `vars`, ...), and
   `getattr`/`setattr`/`delattr` except called with a literal name, which is
-  then checked like `obj.name`;
+  then checked like `obj.name`; only the builtins themselves: a name the
+  file binds (`def forward(self, input)`, `input = input.contiguous()`)
+  is its own where Python's scoping says so (drill/judge/scopes.py);
 - attributes that lead out of torch's tensor API (`BLOCKED_ATTRS`:
   `torch.jit`, `torch.ops`, `torch.library`, `torch.utils`, `torch.compile`,
   `torch.load`/`save`, file and frame access, and any attribute named like a
@@ -41,6 +43,7 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
+from drill.judge.scopes import own_name_loads
 from drill.judge.source import clip, parse
 
 # Modules a solution may import (a submodule of an allowed package is allowed when listed).
@@ -64,6 +67,11 @@ BLOCKED_NAMES = frozenset({
     "copyright", "credits", "license",
 })
 _ATTR_BUILTINS = ("getattr", "setattr", "delattr")
+# The refused builtins a file may use as names of its own (`def forward(self, input)`, `open = []`): a load
+# of one is refused only where it may reach the builtin (drill/judge/scopes.py). The dunders stay refused
+# under any binding, and so does importing one of these names from a module (`from m import open` would
+# bind whatever the module calls `open`; no allowed module has one but torch.compile, itself refused).
+SHADOWABLE = frozenset(n for n in BLOCKED_NAMES | set(_ATTR_BUILTINS) if not n.startswith("__"))
 
 # Attribute names that lead out of the tensor API, whatever object they are read from
 # (`t = torch; t.jit` is refused like `torch.jit`).
@@ -292,8 +300,9 @@ def _extra_roots(nodes: list[ast.AST], profile: Profile) -> set[str]:
 
 class _Checker(ast.NodeVisitor):
     def __init__(self, defined: set[str], modules: set[str] | None = None, profile: Profile | None = None,
-                 extra_roots: set[str] | None = None) -> None:
+                 extra_roots: set[str] | None = None, own_loads: set[int] | None = None) -> None:
         self.defined = defined
+        self.own_loads = own_loads or set()  # id() of loads of a SHADOWABLE name that are the file's own
         self.modules = modules or set()
         self.profile = profile or Profile()
         self.extra_roots = extra_roots or set()
@@ -321,6 +330,9 @@ class _Checker(ast.NodeVisitor):
                 if alias.name == "*":
                     self.flag(node, f"`from {module} import *` is not allowed (import the names you use)")
                     continue
+                if alias.name in SHADOWABLE:
+                    self.flag(node, f"`from {module} import {alias.name}`: `{alias.name}` is not allowed")
+                    continue
                 own = self.profile.imports(module) and alias.name in self.profile.exempt
                 why = None if own else self._attr_problem(alias.name, on_module=True)
                 full = f"{module}.{alias.name}"
@@ -332,7 +344,12 @@ class _Checker(ast.NodeVisitor):
     def visit_Name(self, node: ast.Name) -> None:
         name = node.id
         if isinstance(node.ctx, ast.Load):
-            if name in BLOCKED_NAMES:
+            if id(node) in self.own_loads:
+                return  # the file's own parameter, local or global of that name, not the builtin
+            if name in SHADOWABLE and name in self.defined:
+                self.flag(node, f"`{name}` here may be the builtin, which is not allowed (the file's own `{name}` "
+                                "is bound only later, on one branch, or in another scope: bind it where it is used)")
+            elif name in BLOCKED_NAMES:
                 self.flag(node, f"`{name}` is not allowed")
             elif name in _ATTR_BUILTINS and id(node) not in self._allowed_refs:
                 self.flag(node, f"`{name}` is allowed only as a call with a literal attribute name")
@@ -352,7 +369,7 @@ class _Checker(ast.NodeVisitor):
 
     def visit_Call(self, node: ast.Call) -> None:
         fn = node.func
-        if isinstance(fn, ast.Name) and fn.id in _ATTR_BUILTINS:
+        if isinstance(fn, ast.Name) and fn.id in _ATTR_BUILTINS and id(fn) not in self.own_loads:
             if len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str):
                 self._allowed_refs.add(id(fn))
                 why = self._attr_problem(node.args[1].value, store=fn.id != "getattr",
@@ -403,7 +420,8 @@ def check_source(source: str, filename: str = "<learner>", extra: tuple[str, ...
     lines = source.splitlines()
     skip_main = not _rebinds_name(nodes)
     profile = Profile.of(extra)
-    checker = _Checker(_defined_names(nodes), _module_names(nodes), profile, _extra_roots(nodes, profile))
+    checker = _Checker(_defined_names(nodes), _module_names(nodes), profile, _extra_roots(nodes, profile),
+                       own_name_loads(tree, SHADOWABLE))
     for stmt in tree.body:
         if skip_main and _is_main_guard(stmt):
             checker.visit(stmt.test)

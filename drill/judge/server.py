@@ -170,11 +170,17 @@ class Server:
             os.close(fd)  # releases the lock
 
     def warm_up(self) -> None:
-        """torch, every spec and one fork server, then one throw-away check of a starter, off the request path."""
+        """torch, every spec and a fork server per worker, then one throw-away check of a starter, off the request
+        path. Every worker's fork server is started here (issue 31): one started by the first folder check made
+        the file that waited on it take 8-9 s, and 20 s on a loaded 2-core machine, against 1-2 s warm."""
         pool = None
+        spares: list[Any] = []
         try:
             pool = self._new_pool()
             pool._ensure()  # the fork server's torch import overlaps ours
+            spares = [self._new_pool() for _ in range(self.workers - 1)]
+            for spare in spares:
+                spare._ensure()
             import torch
 
             from drill.judge import registry
@@ -194,8 +200,9 @@ class Server:
             import gc
 
             gc.freeze()  # torch and the specs, never garbage: a full collection during a check would scan them all
-            if pool is not None:
-                self.pools.put(pool)
+            for ready in [pool, *spares]:
+                if ready is not None:
+                    self.pools.put(ready)
             self.warm.set()
 
     def _new_pool(self) -> Any:

@@ -106,6 +106,7 @@ def _entry(entry: Any, room: int) -> tuple[str, torch.dtype, list[int], int, int
     if type(lo) is not int or type(nbytes) is not int or lo < 0 or nbytes < 0 or lo % ALIGN:
         raise ValueError(f"{key[:60]!r} has a malformed offset or size")
     dtype = PLAIN[name]
-    if math.prod(shape) * dtype.itemsize != nbytes or lo + nbytes > room:
+    # an empty tensor reads no byte: its offset (the padded end of the tensor before it) need not lie inside
+    if math.prod(shape) * dtype.itemsize != nbytes or (nbytes and lo + nbytes > room):
         raise ValueError(f"{key[:60]!r} does not fit the data the file holds")
     return key, dtype, shape, lo, nbytes

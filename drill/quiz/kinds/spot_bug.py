@@ -173,9 +173,10 @@ def ask(session: Asker, question: SpotBugQuestion) -> Asked:
     decoy = next((d for d in question.decoys if d.line == picked), None)
     if not right and decoy is not None:
         session.items([(f"line {picked}:", decoy.why, "yellow")])
-    rows = [(f"- {question.bug_line}", question.lines[question.bug_line - 1].strip(), "red")]
+    # the line number goes in the heading: as a mark of the removed line ("- 5 return ...") it read as code
+    rows = [("-", question.lines[question.bug_line - 1].strip(), "red")]
     rows += [("+", line.strip() if i == 0 else line, "green") for i, line in enumerate(question.fixed_lines())]
-    session.say("The fix", "bold")
+    session.say(f"The fix, line {question.bug_line}", "bold")
     session.items(rows)
     session.teach(question)
     return Asked(GOOD if right else AGAIN, str(picked), right)
