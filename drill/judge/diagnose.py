@@ -540,7 +540,7 @@ def match_bug(spec: Spec, evals: list[CaseEval], tolerance_of: Any) -> Verdict |
     seen = {id(ev) for ev in score.hits}
     second = _second_mistake(bug, partial, seen)
     m = second[0] if second is not None else 0
-    others = _other_counts(bug, [(s.matched, j, b) for s, j, b, _ in partial])
+    others = _other_counts(bug, [(count, j, b) for count, j, b, _ in partial])
     also = f" (parts also match: {', '.join(others)})" if others else ""
     if n + m < MINORITY * n_failing:  # a coincidence as likely as a mistake: named only in the detail
         hint = (f"closest known mistake: {bug.diagnosis.title} ({bug.diagnosis.id}"
@@ -558,6 +558,12 @@ def match_bug(spec: Spec, evals: list[CaseEval], tolerance_of: Any) -> Verdict |
             detail += f"; {rest} failing test{'s match' if rest != 1 else ' matches'} neither"
         return Verdict(bug.diagnosis, detail + example(score.hits), partial=True, explained=n,
                        cases=list(score.hits), second=other.diagnosis.id)
+    if n == n_failing:  # every failing test is this mistake; the variant only overshoots on some passing ones
+        k = score.spurious
+        detail = (f"your output matches this mistake{label} exactly on all {n} failing tests (as modelled, the "
+                  f"mistake would also fail {k} test{'s' if k != 1 else ''} your code passes: yours is a milder "
+                  "form of it)")
+        return Verdict(bug.diagnosis, detail + example(score.hits), explained=n, cases=list(score.hits))
     rest = n_failing - n
     detail = (
         f"your output matches this mistake{label} exactly on {n} of {n_failing} failing tests, "
@@ -634,6 +640,7 @@ class _Score:
     consistent: bool = True
     next: int = 0
     explains: list[CaseEval] = field(default_factory=list)  # the failing cases it reproduces
+    spurious: int = 0  # passing cases the variant would fail
     hits: list[CaseEval] = field(default_factory=list)  # those of them with finite evidence (counted in `matched`)
 
 
@@ -699,6 +706,7 @@ def _advance(bug: Bug, order: list[CaseEval], score: _Score, tolerance_of: Any, 
             if variant is None or compare(variant, case.expected, tol, care=case.care, ignore=unknown,
                                           zeros=case.zeros).ok:
                 continue
+            score.spurious += 1
         # A failing case is explained only if the variant reproduces it (and then also fails, which is
         # checked second: most variants are already out after the first comparison).
         elif (variant is not None and compare(ev.got, variant, tol, care=case.care, ignore=unknown).ok
