@@ -49,6 +49,7 @@ class Result:
     diagnosis: Any = None  # spec.Diagnosis or None
     diagnosis_detail: str = ""
     diagnosis_partial: bool = False  # the named mistake explains only some failing tests
+    diagnosis_second: str = ""  # the id of a second known mistake the detail names (two in one file)
     advisories: list[str] = field(default_factory=list)
     audit: list[str] = field(default_factory=list)  # audit measurements, shown whether or not they advise
     elapsed_s: float = 0.0
@@ -625,6 +626,7 @@ def _verdict(result: Result, spec: Any, evals: list, run_failure: tuple[str, str
     verdict = diagnose_cases(spec, unit, _tolerance_of(spec))
     result.diagnosis, result.diagnosis_detail = verdict.diagnosis, verdict.detail + in_model_note(evals)
     result.diagnosis_partial = verdict.partial
+    result.diagnosis_second = verdict.second
 
 
 def _audits(result: Result, events: list, wanted: bool) -> None:
