@@ -560,11 +560,12 @@ def match_bug(spec: Spec, evals: list[CaseEval], tolerance_of: Any) -> Verdict |
         return Verdict(bug.diagnosis, detail + example(score.hits), partial=True, explained=n,
                        cases=list(score.hits), second=other.diagnosis.id)
     if n == n_failing:  # every failing test is this mistake; the variant only overshoots on some passing ones
+        # Still partial: on another seed one failing test may differ too, and the flag must not flip with the seed.
         k = score.spurious
-        detail = (f"your output matches this mistake{label} exactly on all {n} failing tests (as modelled, the "
-                  f"mistake would also fail {k} test{'s' if k != 1 else ''} your code passes: yours is a milder "
-                  "form of it)")
-        return Verdict(bug.diagnosis, detail + example(score.hits), explained=n, cases=list(score.hits))
+        detail = (f"your output matches this mistake{label} exactly on all {n} failing tests, but as modelled it "
+                  f"would also fail {k} test{'s' if k != 1 else ''} your code passes: yours is a milder form of it, "
+                  "or there is more than one mistake; fix this one first")
+        return Verdict(bug.diagnosis, detail + example(score.hits), partial=True, explained=n, cases=list(score.hits))
     rest = n_failing - n
     detail = (
         f"your output matches this mistake{label} exactly on {n} of {n_failing} failing tests, "
