@@ -12,7 +12,10 @@ returned a tensor (the learner fails a case exactly when the variant fails
 it, and where both fail their outputs agree) and explains at least one
 failure. One lucky match cannot win, and a passing solution is never
 diagnosed because `diagnose` is only called on failures. When nothing fits,
-the diagnosis is `unknown` and the worst mismatch is shown instead of a guess.
+the diagnosis is `unknown` and the simplest failing case is shown instead of
+a guess. The rules every verdict follows (no name from a small minority, two
+known mistakes both named, nothing counted twice, the simplest case shown)
+are listed in drill/judge/README.md, "The rules every diagnosis follows".
 """
 
 from __future__ import annotations
