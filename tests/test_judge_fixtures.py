@@ -155,6 +155,8 @@ def test_fixture_verdict(path: Path, graded: Graded) -> None:
     if result.diagnosis_partial:  # a partial name always says there is more than one mistake
         assert "more than one mistake" in result.diagnosis_detail
         assert result.to_json()["diagnosis"]["partial"] is True
+    if result.diagnosis_second:  # a second mistake named is the file's own other mistake, never a third one
+        assert TWO in path.stem and result.diagnosis_second in _accepted(path) - {got}, result.diagnosis_detail
 
 
 def test_two_bug_files_mostly_get_a_partial_name(graded: Graded) -> None:
@@ -166,6 +168,24 @@ def test_two_bug_files_mostly_get_a_partial_name(graded: Graded) -> None:
     # the ffn sizes and the module are separate tests: the activation bug is named, partially
     relu = graded[ROOT / "swiglu" / "bug_swiglu_wrong_activation__two_bugs_ffn_hidden_rounding.py"]
     assert relu.diagnosis.id in ("swiglu_wrong_activation", "ffn_hidden_rounding") and relu.diagnosis_partial
+
+
+# Two known mistakes, each showing alone on some tests: both are named (issue 31), the second in the detail.
+BOTH_NAMED = [
+    "alibi/bug_alibi_top_left__two_bugs_alibi_geometric_slopes.py",
+    "gqa/bug_gqa_not_causal__two_bugs_gqa_tiled_kv.py",
+    "rmsnorm/bug_rms_subtracts_mean__two_bugs_rms_no_fp32_upcast.py",
+]
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xdist_group(f"fixtures-{n.split('/')[0]}"))
+                                  for n in BOTH_NAMED])
+def test_two_known_mistakes_are_both_named(name: str, graded: Graded) -> None:
+    path = ROOT / name
+    result = graded[path]
+    named = {result.diagnosis.id, result.diagnosis_second}
+    assert result.diagnosis_partial and named == _accepted(path) - {"unknown"}, result.diagnosis_detail
+    assert f"({result.diagnosis_second}, " in result.diagnosis_detail  # its title, then its id and label
 
 
 # One wrong factor made of a size that is 1 on some test (T_q = 1, n_heads = 1): a single

@@ -67,7 +67,7 @@ def test_verbose_lists_every_test_and_json_keeps_them_all() -> None:
     result = _result(9, partial=True)
     text = "\n".join(_panel(result, verbose=True))
     assert all(f"[0, 1, {i}]" in text for i in range(9)) and "float32[2, 3, 5, 8]" in text
-    assert "one of several mistakes" in "\n".join(_panel(result))
+    assert "not the only mistake" in "\n".join(_panel(result))
     doc = json.loads(to_json([result]))
     assert len(doc["tests"]) == 10 and doc["diagnosis"]["partial"] is True
     assert doc["tests"][1]["message"].startswith("output: 40 of 40")  # full message, not the short one
@@ -120,3 +120,25 @@ def test_judge_readme_lists_every_generic_diagnosis_id() -> None:
     readme = (Path(__file__).parents[1] / "drill" / "judge" / "README.md").read_text(encoding="utf-8")
     table = readme[readme.index("Generic ids"):readme.index("A bug variant is accepted")]
     assert [i for i in GENERIC if f"`{i}`" not in table] == []
+
+
+def test_with_no_known_mistake_the_smallest_failing_test_is_listed_first() -> None:
+    """Issue 31: `unknown` lists the failing tests smallest first (the one to redo by hand); a named mistake keeps
+    the tests' order."""
+    sizes = [(4096, 9000), (1, 1), (64, 70)]
+    tests = [check.TestResult(f"test of size {out}", "fail", "m", 1.0, 1.0, short="values off", size=(out, inp))
+             for out, inp in sizes]
+    unknown = Diagnosis("unknown", "Mismatch with the reference", "why", "fix")
+    for diagnosis, first in ((unknown, "test of size 1"), (DIAG, "test of size 4096")):
+        result = check.Result(exercise="alibi", file="alibi.py", status="fail", seed=1, tests=tests,
+                              diagnosis=diagnosis)
+        listed = [line for line in _panel(result) if "test of size" in line]
+        assert first in listed[0], listed
+
+
+def test_a_pass_reads_its_error_against_the_tolerance() -> None:
+    tests = [check.TestResult("a bf16 loss of about 2e4", "pass", "", 37.8, 1.9e-3, tol_used=0.0213)]
+    result = check.Result(exercise="cross_entropy", file="ce.py", status="pass", seed=1, tests=tests)
+    text = "\n".join(_panel(result))
+    assert "every error within tolerance: the largest is 2.1% of its tolerance" in text
+    assert "max abs err" not in text and "max abs err 3.78e+01" in "\n".join(_panel(result, verbose=True))

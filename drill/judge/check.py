@@ -35,6 +35,8 @@ class TestResult:
     short: str = ""  # one-line message for the compact report ("" -> message)
     in_model: str = ""  # the in-model case's short label ("logits", "16 greedy tokens"); "" for a unit test
     nonfinite: int = 0  # NaN/inf output elements where finite were expected: max_abs/max_rel leave them out
+    tol_used: float | None = None  # a passing test: its largest error as a share of the tolerance
+    size: tuple[int, int] = (0, 0)  # (output elements, input size): the compact list orders `unknown` by it
 
 
 @dataclass
@@ -47,6 +49,7 @@ class Result:
     diagnosis: Any = None  # spec.Diagnosis or None
     diagnosis_detail: str = ""
     diagnosis_partial: bool = False  # the named mistake explains only some failing tests
+    diagnosis_second: str = ""  # the id of a second known mistake the detail names (two in one file)
     advisories: list[str] = field(default_factory=list)
     audit: list[str] = field(default_factory=list)  # audit measurements, shown whether or not they advise
     elapsed_s: float = 0.0
@@ -72,6 +75,12 @@ class Result:
     @property
     def max_rel(self) -> float | None:
         vals = [t.max_rel for t in self.tests if t.max_rel is not None]
+        return max(vals) if vals else None
+
+    @property
+    def tol_used(self) -> float | None:
+        """The largest share of its tolerance any test's error used (a pass: every share is at most 1)."""
+        vals = [t.tol_used for t in self.tests if t.tol_used is not None]
         return max(vals) if vals else None
 
     def to_json(self) -> dict[str, Any]:
@@ -620,6 +629,7 @@ def _verdict(result: Result, spec: Any, evals: list, run_failure: tuple[str, str
     verdict = diagnose_cases(spec, unit, _tolerance_of(spec))
     result.diagnosis, result.diagnosis_detail = verdict.diagnosis, verdict.detail + in_model_note(evals)
     result.diagnosis_partial = verdict.partial
+    result.diagnosis_second = verdict.second
 
 
 def _audits(result: Result, events: list, wanted: bool) -> None:
@@ -675,10 +685,12 @@ def _during(cases: list, running: int | None) -> str:
 
 
 def _test_result(ev: Any) -> Any:
+    from drill.judge.diagnose import case_size
     from drill.judge.inmodel_verdict import label
 
     result = _test_result_of(ev)
     result.in_model = label(ev.case)
+    result.size = case_size(ev.case)
     return result
 
 
@@ -703,8 +715,8 @@ def _test_result_of(ev: Any) -> Any:
     fw = ev.forward
     if not fw.ok:
         if fw.worst_index is not None and fw.reason != "values":  # a "values" message names the worst already
-            detail += (f"; worst element {list(fw.worst_index)}: got {_num(fw.worst_got)},"
-                       f" expected {_num(fw.worst_expected)}")
+            at = f"worst element {list(fw.worst_index)}" if fw.worst_index else "the value"  # () for a 0-dim output
+            detail += f"; {at}: got {_num(fw.worst_got)}, expected {_num(fw.worst_expected)}"
         return TestResult(case.name, "fail", fw.message, fw.max_abs, fw.max_rel, detail, fw.brief,
                           nonfinite=fw.nonfinite)
     if ev.grad_error is not None:
@@ -712,10 +724,11 @@ def _test_result_of(ev: Any) -> Any:
     bad = [c for c in ev.grads.values() if not c.ok]
     if bad:
         if bad[0].worst_index is not None and bad[0].reason != "values":
-            detail += (f"; worst gradient element {list(bad[0].worst_index)}: got {_num(bad[0].worst_got)},"
-                       f" expected {_num(bad[0].worst_expected)}")
+            at = f"worst gradient element {list(bad[0].worst_index)}" if bad[0].worst_index else "the gradient"
+            detail += f"; {at}: got {_num(bad[0].worst_got)}, expected {_num(bad[0].worst_expected)}"
         return TestResult(case.name, "fail", bad[0].message, fw.max_abs, fw.max_rel, detail, bad[0].brief)
-    return TestResult(case.name, "pass", "", fw.max_abs, fw.max_rel, detail)
+    shares = [c.tol_used for c in (fw, *ev.grads.values()) if c.tol_used is not None]
+    return TestResult(case.name, "pass", "", fw.max_abs, fw.max_rel, detail, tol_used=max(shares, default=None))
 
 
 def _num(x: float) -> str:

@@ -42,6 +42,9 @@ class Comparison:
     # Set only by a case's own judge (spec.Case.judge): the mistake a failing measurement proves.
     diagnosis: Any = None
     nonfinite: int = 0  # NaN/inf elements where finite values were expected (left out of max_abs/max_rel)
+    # On a pass, the largest |diff| as a share of the tolerance allowed at that element (0.02: 2% of it);
+    # None on a failure, in `quick` mode, and where nothing was compared.
+    tol_used: float | None = None
 
     @property
     def brief(self) -> str:
@@ -81,7 +84,7 @@ def compare(
     g = got.detach().to(torch.float64)
     e = expected.detach().to(torch.float64)
     if ignore is None and care is None and zeros is None:
-        fast = _all_finite_within(g, e, tol)
+        fast = _all_finite_within(g, e, tol, share=not quick)
         if fast is not None:
             return fast
     keep = torch.ones_like(e, dtype=torch.bool) if ignore is None else ~ignore
@@ -113,10 +116,11 @@ def compare(
         return Comparison(
             False,
             "nonfinite",
-            f"{what} has {n} NaN/inf value{'s' if n != 1 else ''} where finite values were expected (first at "
-            f"{list(idx)})"
-            if bool(bad_finite.any())
-            else f"{what} is finite where NaN/inf was expected (first at {list(idx)})",
+            (f"{what} is {float(g):g} where {float(e):g} was expected (a scalar)" if e.dim() == 0 else
+             f"{what} has {n} NaN/inf value{'s' if n != 1 else ''} where finite values were expected (first at "
+             f"{list(idx)})"
+             if bool(bad_finite.any())
+             else f"{what} is finite where NaN/inf was expected (first at {list(idx)})"),
             max_abs,
             max_rel,
             idx,
@@ -142,6 +146,12 @@ def compare(
         # Integer answers (ffn_hidden_dim) read as integers: "got 10752, expected 11008", not 1.075e+04.
         integral = not (got.is_floating_point() or expected.is_floating_point())
         num = (lambda x, digits: f"{int(x)}") if integral else (lambda x, digits: f"{x:.{digits}g}")
+        if e.dim() == 0:  # a scalar (a loss): its value, not "1 of 1 values ... worst at []"
+            return Comparison(
+                False, "values", f"{what}: got {num(float(g), 6)}, expected {num(float(e), 6)} (a scalar)",
+                max_abs, max_rel, idx, float(g), float(e),
+                f"{'' if what == 'output' else what + ': '}got {num(float(g), 4)}, expected {num(float(e), 4)}",
+            )
         return Comparison(
             False,
             "values",
@@ -155,10 +165,21 @@ def compare(
             f"{'' if what == 'output' else what + ': '}{n}/{int(region.sum())} values off; "
             f"worst got {num(float(g[idx]), 4)}, expected {num(float(e[idx]), 4)}",
         )
-    return Comparison(True, "", "", max_abs, max_rel)
+    return Comparison(True, "", "", max_abs, max_rel, tol_used=_share(abs_err, allowed, region))
 
 
-def _all_finite_within(g: torch.Tensor, e: torch.Tensor, tol: Tolerance) -> Comparison | None:
+def _share(diff: torch.Tensor, allowed: torch.Tensor, region: torch.Tensor | None = None) -> float | None:
+    """max(|diff| / allowed) over the compared elements: how much of the tolerance a passing output used."""
+    if not diff.numel() or (region is not None and not bool(region.any())):
+        return None
+    ratio = torch.where(allowed > 0, diff / allowed.clamp_min(torch.finfo(torch.float64).tiny),
+                        torch.zeros_like(diff))
+    if region is not None:
+        ratio = torch.where(region, ratio, torch.zeros_like(ratio))
+    return float(ratio.max())
+
+
+def _all_finite_within(g: torch.Tensor, e: torch.Tensor, tol: Tolerance, *, share: bool = True) -> Comparison | None:
     """The common case in a few ops: every element finite on both sides and within tolerance; None otherwise.
 
     Bug matching compares thousands of tensors per failing file; this gives
@@ -170,11 +191,12 @@ def _all_finite_within(g: torch.Tensor, e: torch.Tensor, tol: Tolerance) -> Comp
     diff = (g - e).abs()
     magnitude = e.abs()
     ref_scale = float(magnitude.max())
-    if bool((diff > tol.atol * max(1.0, ref_scale) + tol.rtol * magnitude).any()):
+    allowed = tol.atol * max(1.0, ref_scale) + tol.rtol * magnitude
+    if bool((diff > allowed).any()):
         return None
     max_abs = float(diff.max())
     max_rel = max_abs / ref_scale if ref_scale > 0 else (0.0 if max_abs == 0 else float("inf"))
-    return Comparison(True, "", "", max_abs, max_rel)
+    return Comparison(True, "", "", max_abs, max_rel, tol_used=_share(diff, allowed) if share else None)
 
 
 def _same_nonfinite(g: torch.Tensor, e: torch.Tensor) -> torch.Tensor:

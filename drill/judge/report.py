@@ -65,7 +65,7 @@ def render(result: Any, console: Console, *, verbose: bool = False) -> None:
     if verbose and layers:
         parts.append(Text("defences: " + "; ".join(f"{k} {v}" for k, v in layers.items() if v), style="dim"))
 
-    parts.append(_foot(result))
+    parts.append(_foot(result, verbose))
     console.print(
         Panel(
             Group(*parts),
@@ -76,10 +76,17 @@ def render(result: Any, console: Console, *, verbose: bool = False) -> None:
     )
 
 
-def _foot(result: Any) -> Text:
-    """The error sizes, then the seed to replay and the time; a seed only when tests were drawn from it."""
+def _foot(result: Any, verbose: bool = False) -> Text:
+    """The error sizes, then the seed to replay and the time; a seed only when tests were drawn from it.
+
+    A pass shows its largest error as a share of the tolerance: an absolute size means nothing without the
+    scale (a bf16 loss of 2e4 passes with "max abs err 3.78e+01"); --verbose adds the absolute sizes.
+    """
     foot = Text(style="dim")
-    if result.max_abs is not None:
+    share = getattr(result, "tol_used", None) if result.status == "pass" else None
+    if share is not None:
+        foot.append(f"every error within tolerance: the largest is {_share(share)} of its tolerance\n")
+    if result.max_abs is not None and (share is None or verbose):
         foot.append(f"max abs err {_fmt(result.max_abs)}, max rel err {_fmt(result.max_rel)} (|diff| / max|expected|)")
         nonfinite = sum(getattr(t, "nonfinite", 0) for t in result.tests)
         if nonfinite:  # the sizes above are over finite elements only: say what they leave out
@@ -92,12 +99,18 @@ def _foot(result: Any) -> Text:
     return foot
 
 
+def _share(x: float) -> str:
+    """0.0213 -> '2.1%'; tiny shares read 'under 0.1%' rather than a string of zeros."""
+    pct = 100 * x
+    return "under 0.1%" if pct < 0.1 else f"{pct:.2g}%"
+
+
 def _diagnosis(result: Any, d: Any) -> Text:
     diag = Text()
     diag.append(f"{d.title} ", style="bold yellow")
     diag.append(f"[{d.id}]", style="dim")
     if getattr(result, "diagnosis_partial", False):
-        diag.append("  (one of several mistakes)", style="yellow")
+        diag.append("  (not the only mistake)", style="yellow")
     diag.append("\n")
     diag.append("Why: ", style="bold")
     diag.append(d.why + "\n")
@@ -137,6 +150,8 @@ def _tests_compact(result: Any) -> Group:
     cut name made two different tests look identical.
     """
     failing = [t for t in result.tests if t.status != "pass"]
+    if result.diagnosis is not None and result.diagnosis.id == "unknown":  # no known mistake: smallest case first
+        failing.sort(key=lambda t: getattr(t, "size", (0, 0)))
     if all(t.status == "not_run" for t in result.tests):  # the run failed before its first test (import, crash)
         n = len(result.tests)
         return Group(Text(f"none of the {n} hidden test{'s' if n != 1 else ''} ran — use --verbose to list them",

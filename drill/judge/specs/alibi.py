@@ -4,7 +4,8 @@ What each case is built to reveal:
 - slopes for powers of two (1, 8 and one drawn) and for head counts that are
   not (6, 12, 20, 40 and one drawn): the geometric sequence extrapolated to
   2 ** (-8/n), or the second part taken at odd indices or as a prefix of the
-  2m sequence instead of at its even indices; negative slopes;
+  2m sequence instead of at its even indices; negative slopes; exponents
+  counted from head 0 (the first slope 1; alibi_slopes(1) shows it alone);
 - the bias with t_q == t_k, t_q < t_k (a chunk after a cache) and t_q == 1
   (a decode step), for both kinds of head count: the sign, top-left instead
   of bottom-right alignment (p_i = i), BLOOM's key-only bias slope * j (a
@@ -69,6 +70,13 @@ AD = diagnoses(
               "The contract's bias is linear, -slope * (p_i - j): keys after the query (j > p_i) come out "
               "positive and the causal mask removes them. -slope * |p_i - j| is the symmetric (encoder) variant.",
               "Drop the abs(): -slope * (p_i - j)."),
+    Diagnosis("alibi_slope_offset", "Slope exponents start at 0: the first head's slope is 1",
+              "The slopes are 2 ** (-8 (h + 1) / n) for heads h = 0 .. n - 1, so the first is 2 ** (-8 / n) "
+              "(0.0039 for one head, 0.5 for eight) and none is 1. With 2 ** (-8 h / n) and h from 0, every "
+              "exponent is one step short: head 0 gets slope 1 (a bias as strong as the whole distance) and "
+              "every other head the slope meant for the head before it.",
+              "Count the heads from 1 in the exponent: 2 ** (-8 * (h + 1) / n) for h in range(n), or "
+              "start ** (h + 1) with start = 2 ** (-8 / n); the same for the 2m sequence of the extra slopes."),
     Diagnosis("alibi_bias_masked", "Future keys masked inside alibi_bias",
               "alibi_bias returns the plain linear bias for every (i, j), positive where j > p_i; hiding those "
               "keys is the causal mask's job, applied separately (a bias with -inf in it cannot be reused for "
@@ -77,32 +85,35 @@ AD = diagnoses(
 )
 
 
-def pow2_slopes(n: int) -> list[float]:
-    return [2.0 ** (-8.0 * (h + 1) / n) for h in range(n)]
+def pow2_slopes(n: int, first: int = 1) -> list[float]:
+    """2 ** (-8 h / n) for h = first .. first + n - 1 (the contract: first = 1)."""
+    return [2.0 ** (-8.0 * h / n) for h in range(first, first + n)]
 
 
-def slopes(n: int, rule: str = "paper", sign: float = 1.0) -> torch.Tensor:
+def slopes(n: int, rule: str = "paper", sign: float = 1.0, first: int = 1) -> torch.Tensor:
     """(n,) float64 slopes by a rule: "paper" (the contract), "geometric" (2 ** (-8 (h+1) / n) for every n),
-    "next_pow2" (the first n of the next power of two's), "odd" (odd indices of 2m's), "prefix" (2m's first)."""
+    "next_pow2" (the first n of the next power of two's), "odd" (odd indices of 2m's), "prefix" (2m's first).
+    first: the exponent's first head number (1 in the contract, 0 for the off-by-one)."""
     m = 2 ** math.floor(math.log2(n))
     if rule == "geometric" or m == n:
-        values = pow2_slopes(n)
+        values = pow2_slopes(n, first)
     elif rule == "next_pow2":
-        values = pow2_slopes(2 * m)[:n]
+        values = pow2_slopes(2 * m, first)[:n]
     else:
-        extra = {"paper": pow2_slopes(2 * m)[0::2], "odd": pow2_slopes(2 * m)[1::2], "prefix": pow2_slopes(2 * m)}
-        values = pow2_slopes(m) + extra[rule][: n - m]
+        twice = pow2_slopes(2 * m, first)
+        extra = {"paper": twice[0::2], "odd": twice[1::2], "prefix": twice}
+        values = pow2_slopes(m, first) + extra[rule][: n - m]
     return sign * torch.tensor(values, dtype=torch.float64)
 
 
 def bias(n: int, t_q: int, t_k: int, *, rule: str = "paper", sign: float = 1.0, form: str = "linear",
-         align: str = "bottom_right", masked: float | None = None) -> torch.Tensor:
+         align: str = "bottom_right", masked: float | None = None, first: int = 1) -> torch.Tensor:
     """(n, t_q, t_k) fp32 bias with one knob per mistake; the defaults are the contract in float64.
 
     form: "linear" (-s (p_i - j)), "flipped" (+s (p_i - j)), "key_only" (s * j, BLOOM), "last_row" (the
     last query's row for every query), "abs" (-s |p_i - j|). masked: a fill for the keys j > p_i.
     """
-    s = slopes(n, rule, sign)[:, None, None]
+    s = slopes(n, rule, sign, first)[:, None, None]
     p = torch.arange(t_q, dtype=torch.float64)[:, None] + (t_k - t_q if align == "bottom_right" else 0)
     j = torch.arange(t_k, dtype=torch.float64)[None, :]
     dist = p - j
@@ -180,14 +191,14 @@ def reference(case: Case):
     return alibi_bias(a["n_heads"], a["t_q"], a["t_k"], impl="math"), {}
 
 
-def _variant(*, rule: str = "paper", sign: float = 1.0, **bias_knobs):
+def _variant(*, rule: str = "paper", sign: float = 1.0, first: int = 1, **bias_knobs):
     """The same mistake on both functions: its slopes on slopes cases, its bias (from those slopes) on bias cases."""
 
     def run(case: Case) -> torch.Tensor:
         a = case.args
         if case.target == SLOPES:
-            return slopes(a["n_heads"], rule, sign).to(torch.float32)
-        return bias(a["n_heads"], a["t_q"], a["t_k"], rule=rule, sign=sign, **bias_knobs)
+            return slopes(a["n_heads"], rule, sign, first).to(torch.float32)
+        return bias(a["n_heads"], a["t_q"], a["t_k"], rule=rule, sign=sign, first=first, **bias_knobs)
 
     return run
 
@@ -212,6 +223,10 @@ ALIBI_VARIANTS = [
     ("alibi_bias_masked", "future keys at -inf", _bias_only(masked=-math.inf)),
     ("alibi_bias_masked", "future keys at 0", _bias_only(masked=0.0)),
     ("alibi_bias_masked", "future keys at the fp32 minimum", _bias_only(masked=float(torch.finfo(torch.float32).min))),
+    # Issue 31: appended, so a tie with an older variant keeps the older fixtures' names.
+    ("alibi_slope_offset", "2 ** (-8 h / n) with h from 0, the first slope 1", _variant(first=0)),
+    ("alibi_slope_offset", "2 ** (-8 h / n) with h from 0 for every n (no 2m sequence)",
+     _variant(rule="geometric", first=0)),
 ]
 
 SPEC = Spec(
