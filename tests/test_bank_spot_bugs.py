@@ -72,17 +72,8 @@ def test_executable_line_count_counts_statements_only() -> None:
     assert _executable_lines(code) == 3
 
 
-# cards written before issue 28 with shorter snippets; new ones must be real code of 6+ statements
-SHORT_BEFORE_ISSUE_28 = {
-    "bug-softmax-no-max", "bug-merge-heads-no-transpose", "bug-fp16-mask-constant", "bug-rope-frequency-exponent",
-    "bug-split-heads-strided", "bug-prenorm-residual", "bug-rope-on-values", "bug-layernorm-unbiased-variance",
-    "bug-ffn-hidden-rounds-down", "bug-gqa-repeat-tiles",
-}
-
-
-def test_new_spot_bug_snippets_are_real_code(spot_bugs: list[SpotBugQuestion]) -> None:
-    short = {q.id: _executable_lines(q.code) for q in spot_bugs
-             if q.id not in SHORT_BEFORE_ISSUE_28 and _executable_lines(q.code) < 6}
+def test_every_spot_bug_snippet_is_real_code(spot_bugs: list[SpotBugQuestion]) -> None:
+    short = {q.id: _executable_lines(q.code) for q in spot_bugs if _executable_lines(q.code) < 6}
     assert not short, f"spot-bug snippets with fewer than 6 statements: {short}"
 
 
