@@ -134,7 +134,8 @@ EXPECTED: dict[str, float] = {
     "samp-temperature-value": _softmax([2 / 0.5, 1 / 0.5, 0 / 0.5])[0],
     "samp-top-p-renormalised": 0.5 / sum([0.5, 0.25, 0.15]),  # the crossing token (cum 0.75 -> 0.90) is kept
     "samp-min-p-count": sum(1 for p in [0.4, 0.25, 0.15, 0.1, 0.06, 0.04] if p >= 0.2 * 0.4),
-    "samp-beam-kv-memory": 4 * 2048 * kv_bytes_per_token(LLAMA2_7B) / GIB,
+    # 4 beams on a 1,536-token prompt, 512 new tokens each: the prompt stored once (paged, shared blocks)
+    "samp-beam-kv-memory": 100 * (1536 + 4 * 512) / (4 * (1536 + 512)),
     "samp-repetition-penalty-value": 2.0 / 1.2,
     # loss and perplexity
     "loss-underflow-value": -(-120 - math.log(math.exp(0) + math.exp(-120))),
@@ -185,20 +186,20 @@ EXPECTED: dict[str, float] = {
     "flash-standard-hbm-traffic": 4 * 32 * 4096**2 * 2 / GIB,
     "flash-merge-partials": (math.exp(2.0) * 1.0 + math.exp(1.0) * 3.0) / (math.exp(2.0) + math.exp(1.0)),
     "block-llama-layer-params": (layer_params(QWEN25_7B) + QWEN25_7B_QKV_BIAS) / 1e6,
-    "block-llama3-70b-params": model_params(LLAMA3_70B) / 1e9,
+    "block-llama3-70b-params": 100 * 2 * LLAMA3_70B["vocab"] * LLAMA3_70B["d"] / model_params(LLAMA3_70B),
     "block-tied-embedding-saving": LLAMA32_1B["vocab"] * LLAMA32_1B["d"] / 1e6,
     "ffn-param-share-llama3": 100 * 3 * 4096 * 14336 / (layer_params(LLAMA3_8B) - 2 * 4096),
     "moe-topk-weight-value": _softmax([2.0, 1.0, 0.5, -1.0])[0],
     "moe-aux-balanced-value": _aux_loss(8, [[e, (e + 1) % 8] for e in range(8)], [[1 / 8] * 8] * 8),
     "moe-aux-collapsed-value": _aux_loss(8, [[0, 1]] * 4, [[0.5, 0.5] + [0.0] * 6] * 4),
     "moe-every-expert-cost": 8 / 2,
-    "kv-sliding-window-cache": 4096 * kv_bytes_per_token({**LLAMA3_8B, "layers": 32, "kv_heads": 8}) / MIB,
     "gqa-max-tp-without-replication": LLAMA3_70B["kv_heads"],
     # existing cards whose figures come from the same configs
     "block-embedding-share": LLAMA3_8B["vocab"] * LLAMA3_8B["d"] / 1e6,
     "kv-llama2-7b-per-token": kv_bytes_per_token(LLAMA2_7B) / KIB,
     "gqa-70b-bytes-per-token": kv_bytes_per_token(LLAMA3_70B) / KIB,
-    "gqa-70b-batch-cache": 16 * 32_768 * kv_bytes_per_token(LLAMA3_70B) / GIB,
+    "gqa-70b-batch-cache": kv_bytes_per_token(LLAMA3_70B) / kv_bytes_per_token(LLAMA2_7B),
+    "kv-max-batch-fits": 6.74e9 * 2 / kv_bytes_per_token(LLAMA2_7B),  # one request's cache outgrows the weights
     "mha-crossover-swiglu": 3 * 2 * LLAMA3_8B["d"] * LLAMA3_8B["d_ff"] / (4 * LLAMA3_8B["d"]),
     "moe-mixtral-active-expert-params": 32 * 2 * 3 * 4096 * 14336 / 1e9,
     "moe-expected-distinct-experts": 8 * (1 - (6 / 8) ** 8),

@@ -168,6 +168,8 @@ DERIVED = {
     "dec-spec-walltime-param": lambda e: (speculative_tokens_per_step(e["alpha"], int(e["gamma"]))
                                           / (e["gamma"] * e["c"] + 1)),
     "dec-length-penalty-param": lambda e: e["logp"] / ((5 + e["length"]) / 6) ** e["alpha"],
+    # Mistral 7B: 32 layers x 8 KV heads x 128, fp16, K and V; the rolling buffer keeps the last 4,096 tokens
+    "kv-sliding-window-cache": lambda e: e["batch"] * min(e["seq_len"], 4096) * (2 * 32 * 8 * 128 * 2) / 2**20,
 }
 
 

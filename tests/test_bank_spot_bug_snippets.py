@@ -177,6 +177,73 @@ def _slot(bug: dict, fixed: dict) -> None:
         assert (len(stored) < 20) is overlaps
 
 
+# the ten snippets rewritten as real code for issue 28 (they were one or two lines before)
+def _fp16_fill(bug: dict, fixed: dict) -> None:
+    q, allowed = torch.randn(1, 2, 4, 8), torch.ones(4, 4, dtype=torch.bool).tril()
+    with pytest.raises(RuntimeError):
+        bug["masked_attention"](q.half(), q.half(), q.half(), allowed)
+    fixed["masked_attention"](q.half(), q.half(), q.half(), allowed)  # the fix fits fp16
+    ref = F.scaled_dot_product_attention(q, q, q, is_causal=True)
+    torch.testing.assert_close(fixed["masked_attention"](q, q, q, allowed), ref)
+
+
+def _no_max(bug: dict, fixed: dict) -> None:
+    x = torch.tensor([[1000.0, 999.0]])
+    assert bug["softmax"](x).isnan().all()
+    torch.testing.assert_close(fixed["softmax"](x), torch.softmax(x, -1))
+
+
+def _split_heads(bug: dict, fixed: dict) -> None:
+    x = torch.arange(24.0).view(1, 3, 8)
+    ref = x.view(1, 3, 2, 4).transpose(1, 2)  # head h owns features [4h, 4h + 4)
+    assert not torch.equal(bug["split_heads"](x, 2), ref)
+    assert torch.equal(fixed["split_heads"](x, 2), ref)
+
+
+def _merge_heads(bug: dict, fixed: dict) -> None:
+    h = torch.randn(1, 2, 3, 4)
+    ref = h.transpose(1, 2).reshape(1, 3, 8)
+    assert not torch.equal(bug["merge_heads"](h), ref)
+    assert torch.equal(fixed["merge_heads"](h), ref)
+
+
+def _rope_exponent(bug: dict, fixed: dict) -> None:
+    slowest = [ns["rope_inverse_frequencies"](128)[-1].item() for ns in (bug, fixed)]
+    assert slowest[0] > 0.01 and slowest[1] == pytest.approx(10000 ** (-126 / 128))
+
+
+def _rope_values(bug: dict, fixed: dict) -> None:
+    x, cos, sin = torch.randn(1, 1, 3, 4), torch.randn(3, 4), torch.randn(3, 4)
+    assert not torch.equal(bug["apply_rotary"](x, x, x, cos, sin)[2], x)
+    assert torch.equal(fixed["apply_rotary"](x, x, x, cos, sin)[2], x)
+
+
+def _ln_variance(bug: dict, fixed: dict) -> None:
+    x = torch.randn(3, 4)
+    ref = F.layer_norm(x, (4,))
+    assert not torch.allclose(bug["LayerNorm"](4)(x), ref, atol=1e-3)
+    torch.testing.assert_close(fixed["LayerNorm"](4)(x), ref)
+
+
+def _ffn_rounding(bug: dict, fixed: dict) -> None:
+    assert (bug["ffn_hidden_dim"](4096), fixed["ffn_hidden_dim"](4096)) == (10_752, 11_008)
+
+
+def _gqa_tiles(bug: dict, fixed: dict) -> None:
+    k = torch.randn(1, 2, 3, 4)
+    assert not torch.equal(bug["expand_kv"](k, 4), k.repeat_interleave(2, 1))
+    assert torch.equal(fixed["expand_kv"](k, 4), k.repeat_interleave(2, 1))
+
+
+def _residual_normed(bug: dict, fixed: dict) -> None:
+    x, ln = torch.randn(2, 4) * 5 + 3, torch.nn.LayerNorm(4)
+    h = x + ln(x)
+    ref = h + ln(h)  # identity branches: the stream keeps its scale
+    blocks = [ns["Block"](4, torch.nn.Identity(), torch.nn.Identity()) for ns in (bug, fixed)]
+    assert not torch.allclose(blocks[0](x), ref)
+    torch.testing.assert_close(blocks[1](x), ref)
+
+
 CASES: dict[str, Callable[[dict, dict], None]] = {
     "bug-flash-rescale-inverted": _flash,
     "bug-gqa-diagonal-masked": _gqa,
@@ -197,6 +264,16 @@ CASES: dict[str, Callable[[dict, dict], None]] = {
     "ss-bug-prefix-hash-parent": _prefix_hash,
     "ss-bug-release-refcount": _refcount,
     "ss-bug-slot-offset": _slot,
+    "bug-fp16-mask-constant": _fp16_fill,
+    "bug-softmax-no-max": _no_max,
+    "bug-split-heads-strided": _split_heads,
+    "bug-merge-heads-no-transpose": _merge_heads,
+    "bug-rope-frequency-exponent": _rope_exponent,
+    "bug-rope-on-values": _rope_values,
+    "bug-layernorm-unbiased-variance": _ln_variance,
+    "bug-ffn-hidden-rounds-down": _ffn_rounding,
+    "bug-gqa-repeat-tiles": _gqa_tiles,
+    "bug-prenorm-residual": _residual_normed,
 }
 
 
