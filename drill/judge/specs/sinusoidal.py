@@ -82,7 +82,7 @@ SD = diagnoses(
               "(a ZeroDivisionError, or NaN in torch).",
               "Use the exponent 2i / d_model (torch.arange(0, d_model, 2) / d_model), not "
               "i / (d_model/2 - 1) (torch.linspace(0, 1, d_model // 2))."),
-    Diagnosis("sinusoidal_reshape_not_transpose", "Reshaped where a transpose was needed",
+    Diagnosis("sinusoidal_angles_reshaped", "Reshaped where a transpose was needed",
               "reshape keeps the elements in memory order and only relabels the axes: a (d_model/2, T) table of "
               "angles reshaped to (T, d_model/2), or a (2, T, d_model/2) stack of sin and cos reshaped to "
               "(T, d_model), mixes values of different positions and frequencies in each row. Only a single "
@@ -277,9 +277,9 @@ SINUSOIDAL_VARIANTS = [
     # Signatures from real code (issue 31), after the planted ones: a tie goes to the earlier variant.
     ("sinusoidal_t2t_frequencies", "w_i = base ** (-i / (d_model/2 - 1))",
      lambda p, d, b, lay: encode(p, d, b, lay, exponent="t2t")),
-    ("sinusoidal_reshape_not_transpose", "the (d_model/2, T) angles reshaped to (T, d_model/2)",
+    ("sinusoidal_angles_reshaped", "the (d_model/2, T) angles reshaped to (T, d_model/2)",
      lambda p, d, b, lay: encode(p, d, b, lay, build="reshape")),
-    ("sinusoidal_reshape_not_transpose", "sin and cos stacked as (2, T, d_model/2), reshaped to (T, d_model)",
+    ("sinusoidal_angles_reshaped", "sin and cos stacked as (2, T, d_model/2), reshaped to (T, d_model)",
      lambda p, d, b, lay: encode(p, d, b, lay, build="stack")),
     ("sinusoidal_sin_cos_by_row", "sin on even rows, cos on odd rows, each column's own pair frequency",
      lambda p, d, b, lay: encode(p, d, b, lay, rows=True)),
