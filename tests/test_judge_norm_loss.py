@@ -321,8 +321,6 @@ def test_an_unbiased_std_plus_eps_names_both_mistakes(verdicts_over_seeds) -> No
         assert "ln_eps_outside_sqrt" in detail and "more than one mistake" in detail, detail
 
 
-@pytest.mark.xfail(strict=True, reason="needs the engine (diagnose.py): an exception that proves a bug "
-                   "(spec.exception_bugs) returns before the variants are matched on the tests that returned a value")
 def test_gathering_at_minus_100_and_smoothing_over_v_minus_1_names_both(verdicts_over_seeds) -> None:
     path = SOLUTIONS / "cross_entropy" / "bug_ce_ignored_target_indexed__two_bugs_ce_smoothing_formula.py"
     for seed, got, partial, detail in verdicts_over_seeds("cross_entropy", path, (0, 5)):

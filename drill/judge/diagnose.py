@@ -221,21 +221,22 @@ def diagnose_cases(spec: Spec, evals: list[CaseEval], tolerance_of: Any) -> Verd
     if random is not None:
         return random
 
+    # Shape failures enter the matching too, but count only for a variant that predicts a shape (see _score_bug);
+    # a case that judges a measurement itself (Case.judge) never does.
+    tensor_evals = [ev for ev in evals if ev.status == "ok" and ev.forward is not None and ev.case.judge is None]
     # Exception messages that prove a specific bug.
     for ev in by_status.get("exception", []):
         message = ev.record.get("message", "")
         for needle, diagnosis in spec.exception_bugs:
             if needle in message:
-                return Verdict(diagnosis,
-                               f"{ev.record.get('type')}: {message}{where(ev.record)} in test '{ev.case.name}'")
+                proved = Verdict(diagnosis,
+                                 f"{ev.record.get('type')}: {message}{where(ev.record)} in test '{ev.case.name}'")
+                return _with_second_in_values(proved, spec, tensor_evals, tolerance_of)
 
     absent = absent_arg_failure(spec, evals)
     state = state_failure(evals) if absent is None else None
     if state is not None:
         return state
-    # Shape failures enter the matching too, but count only for a variant that predicts a shape (see _score_bug);
-    # a case that judges a measurement itself (Case.judge) never does.
-    tensor_evals = [ev for ev in evals if ev.status == "ok" and ev.forward is not None and ev.case.judge is None]
     bug = match_bug(spec, tensor_evals, tolerance_of)
     hint = ""
     if bug is not None and bug.weak:  # too small a partial match to head the verdict: listed under `unknown`
@@ -244,6 +245,22 @@ def diagnose_cases(spec: Spec, evals: list[CaseEval], tolerance_of: Any) -> Verd
     if hint and (verdict is absent or verdict.diagnosis.id == "unknown"):
         verdict.detail += f"; {hint}"
     return verdict
+
+
+def _with_second_in_values(proved: Verdict, spec: Spec, tensor_evals: list[CaseEval], tolerance_of: Any) -> Verdict:
+    """An exception that proves one mistake, and the tests that returned a value wrong: a second known mistake
+    matched there is named too (cross_entropy: indexing with -100 raises, smoothing over V - 1 shows in values).
+    Only a match that explains failing tests of its own counts, never a weak one."""
+    if not any(not ev.forward.ok for ev in tensor_evals):
+        return proved
+    other = match_bug(spec, tensor_evals, tolerance_of)
+    if other is None or other.weak or other.diagnosis.id == proved.diagnosis.id or not other.explained:
+        return proved
+    n = other.explained
+    proved.detail += (f"; there is more than one mistake: {other.diagnosis.title} ({other.diagnosis.id}) "
+                      f"shows on {n} other failing test{'s' if n != 1 else ''}")
+    proved.partial, proved.second = True, other.diagnosis.id
+    return proved
 
 
 def _from_values(evals: list[CaseEval], by_status: dict[str, list[CaseEval]], bug: Verdict | None,
