@@ -149,7 +149,7 @@ def test_an_unknown_layout_is_one_line_through_the_cli(tmp_path: Path, monkeypat
     ("bug_state_between_calls__table_per_shape.py", "state_between_calls"),
     # issue 31: conventions and slips of real code, once `unknown` or named after the exception
     ("bug_sinusoidal_t2t_frequencies__fairseq_log_step.py", "sinusoidal_t2t_frequencies"),
-    ("bug_sinusoidal_angles_reshaped__angles_reshaped.py", "sinusoidal_angles_reshaped"),
+    ("bug_sinusoidal_angles_reshaped__half_table_reshaped.py", "sinusoidal_angles_reshaped"),
     ("bug_sinusoidal_sin_cos_by_row__even_rows_sin.py", "sinusoidal_sin_cos_by_row"),
 ])
 def test_fixtures_over_several_seeds(name: str, want: str, verdicts_over_seeds) -> None:
