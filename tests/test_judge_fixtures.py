@@ -170,22 +170,46 @@ def test_two_bug_files_mostly_get_a_partial_name(graded: Graded) -> None:
     assert relu.diagnosis.id in ("swiglu_wrong_activation", "ffn_hidden_rounding") and relu.diagnosis_partial
 
 
-# Two known mistakes, each showing alone on some tests: both are named (issue 31), the second in the detail.
-BOTH_NAMED = [
-    "alibi/bug_alibi_top_left__two_bugs_alibi_geometric_slopes.py",
-    "gqa/bug_gqa_not_causal__two_bugs_gqa_tiled_kv.py",
-    "rmsnorm/bug_rms_subtracts_mean__two_bugs_rms_no_fp32_upcast.py",
-]
+# Two known mistakes in one file: both are named (issue 31), the second in the detail, whether each shows alone on
+# some tests or only together (a composed variant). A new two-bug fixture is held to it unless listed here, with
+# why: these still name one mistake, or none.
+ONE_NAMED_YET = {
+    "attention/bug_missing_scale__two_bugs_mask_fill_zero.py": "no composed attention variants yet",
+    "attention/bug_softmax_wrong_axis__two_bugs_mask_inverted.py": "no composed attention variants yet",
+    "attention/bug_wrong_scale__two_bugs_masked_row_nan.py": "the NaN row is left out of the value match",
+    "cross_entropy/bug_ce_sum_not_mean__two_bugs_ce_smoothing_formula.py": "no composed loss variants yet",
+    "kv_cache/bug_kv_rope_positions_restart__two_bugs_kv_mask_first_call_only.py": "no composed cache replays",
+    "mha/bug_missing_scale__two_bugs_missing_output_projection.py": "unknown: both change every test",
+    "mha/bug_split_heads_no_transpose__two_bugs_wrong_scale.py": "unknown: both change every test",
+    "rope/bug_rope_freq_exponent__two_bugs_rope_positions_ignored.py": "unknown: both change every test",
+    "rope/bug_rope_sign_flipped__two_bugs_rope_base_ignored.py": "no composed rope variants yet",
+    "sinusoidal/bug_sinusoidal_sin_cos_swapped__two_bugs_sinusoidal_base_ignored.py": "no composed variants yet",
+    "swiglu/bug_swiglu_gate_up_swapped__two_bugs_swiglu_wrong_activation.py": "unknown: both change every test",
+}
+BOTH_NAMED = sorted(str(p.relative_to(ROOT)) for p in FILES
+                    if TWO in p.stem and str(p.relative_to(ROOT)) not in ONE_NAMED_YET)
+
+
+def test_the_one_named_list_holds_only_two_bug_fixtures() -> None:
+    assert set(ONE_NAMED_YET) <= {str(p.relative_to(ROOT)) for p in FILES if TWO in p.stem}
+    assert len(BOTH_NAMED) >= 15, BOTH_NAMED
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xdist_group(f"fixtures-{n.split('/')[0]}"))
                                   for n in BOTH_NAMED])
 def test_two_known_mistakes_are_both_named(name: str, graded: Graded) -> None:
     path = ROOT / name
+    if not registry.is_graded(path.parent.name):
+        pytest.skip(f"{path.parent.name} is not graded on this machine")
     result = graded[path]
-    named = {result.diagnosis.id, result.diagnosis_second}
-    assert result.diagnosis_partial and named == _accepted(path) - {"unknown"}, result.diagnosis_detail
-    assert f"({result.diagnosis_second}, " in result.diagnosis_detail  # its title, then its id and label
+    other = (_accepted(path) - {"unknown", result.diagnosis.id}).pop() if result.diagnosis.id in _accepted(path) \
+        else None
+    assert other is not None, result.diagnosis_detail
+    if result.diagnosis_second:  # named as the second mistake: its id in the detail, after its title
+        assert result.diagnosis_partial and result.diagnosis_second == other, result.diagnosis_detail
+        assert f"({other})" in result.diagnosis_detail or f"({other}, " in result.diagnosis_detail
+    else:  # a measurement the values cannot show (flash_attention's tiling), named beside the values' mistake
+        assert f"also failing: {other} (" in result.diagnosis_detail, result.diagnosis_detail
 
 
 # One wrong factor made of a size that is 1 on some test (T_q = 1, n_heads = 1): a single

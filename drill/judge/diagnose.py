@@ -274,7 +274,7 @@ def _from_values(evals: list[CaseEval], by_status: dict[str, list[CaseEval]], bu
         n = second.explained
         first.detail += (f"; there is more than one mistake: {second.diagnosis.title} ({second.diagnosis.id}) "
                          f"shows on {n} other failing test{'s' if n != 1 else ''}")
-        first.partial = True
+        first.partial, first.second = True, second.diagnosis.id
         return first
     if bug is not None or absent is not None:
         return bug or absent
@@ -541,14 +541,17 @@ def match_bug(spec: Spec, evals: list[CaseEval], tolerance_of: Any) -> Verdict |
         n, _, bug, score = max(consistent, key=lambda t: t[:2])
         label = f" ({bug.label})" if bug.label else ""
         detail = f"your output matches this mistake{label} on {n} failing test{'s' if n != 1 else ''}"
-        if bug.also:  # a composed variant: both mistakes are in the code
+        if bug.also:  # a composed variant: both mistakes are in the code, and both are named
+            other = _title_of(spec, bug.also)
             detail = (f"your output matches this mistake and {bug.also} together{label} on {n} failing "
-                      f"test{'s' if n != 1 else ''}: there is more than one mistake; fix this one first")
+                      f"test{'s' if n != 1 else ''}: there is more than one mistake, the other being "
+                      f"{other} ({bug.also}); fix this one first")
         detail += example(score.explains)
         others = _other_ids(bug, [b for _, _, b, _ in consistent])
         if others:
             detail += f"; also consistent with: {', '.join(others)}"
-        return Verdict(bug.diagnosis, detail, partial=bool(bug.also), explained=n, cases=list(score.explains))
+        return Verdict(bug.diagnosis, detail, partial=bool(bug.also), explained=n, cases=list(score.explains),
+                       second=bug.also)
     # No variant explains everything: the partial counts need every case of the variants dropped early.
     for score, bug in zip(scores, spec.bugs, strict=True):
         _advance(bug, order, score, tolerance_of, learner_ok, to_end=True)
@@ -594,6 +597,11 @@ def match_bug(spec: Spec, evals: list[CaseEval], tolerance_of: Any) -> Verdict |
     )
     return Verdict(bug.diagnosis, detail + also + example(score.hits), partial=True, explained=n,
                    cases=list(score.hits))
+
+
+def _title_of(spec: Spec, diagnosis_id: str) -> str:
+    """The title of a diagnosis the spec's variants name (a composed variant's second mistake), else the id."""
+    return next((b.diagnosis.title for b in spec.bugs if b.diagnosis.id == diagnosis_id), diagnosis_id)
 
 
 def _second_mistake(best: Bug, scored: list[tuple[int, int, Bug, _Score]], seen: set[int]) -> tuple[int, Bug] | None:

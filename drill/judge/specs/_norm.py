@@ -19,6 +19,7 @@ Three kinds, each parametrised by the exercise:
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -285,3 +286,77 @@ def norm_variant(fn: Callable[..., Any]) -> Callable[[Case], Any]:
         return fn(case.args["x"], case.params["weight"], case.params.get("bias"), case.ctx["eps"])
 
     return run
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One norm mistake written as a change to the recomputation's inputs, so that two of them compose.
+
+    `change(case, parts)` edits `parts` ({"weight", "bias", "eps", "form"}: `normalise`'s arguments, `form`
+    its keyword knobs) in place. Two knobs applied together are the file that has both mistakes, which no
+    single variant reproduces when both show on the same tests (a missing weight and eps outside the root
+    both change every output: neither alone matches any failing test).
+    """
+
+    diagnosis: Diagnosis
+    label: str
+    change: Callable[[Case, dict[str, Any]], None]
+
+
+def _knobbed(knobs: tuple[Knob, ...], centre: bool) -> Callable[[Case], Any]:
+    def run(case: Case) -> Any:
+        parts: dict[str, Any] = {"weight": case.params["weight"], "bias": case.params.get("bias"),
+                                 "eps": case.ctx["eps"], "form": {"centre": centre}}
+        for knob in knobs:
+            knob.change(case, parts)
+        return normalise(case.args["x"], parts["weight"], parts["bias"], parts["eps"], **parts["form"])
+
+    return run
+
+
+def knob_pairs(knobs: tuple[Knob, ...], *, centre: bool) -> tuple[Bug, ...]:
+    """A composed variant (`Bug.also`) for every two knobs of different mistakes, the earlier one named first.
+
+    List them after the single variants: where the second knob changes nothing on any test, the pair equals
+    the single variant and the tie goes to the single one, so one mistake is never reported as two.
+    """
+    pairs = []
+    for i, a in enumerate(knobs):
+        for b in knobs[i + 1:]:
+            if a.diagnosis.id != b.diagnosis.id:
+                pairs.append(Bug(a.diagnosis, _knobbed((a, b), centre), f"{a.label}, and {b.label}",
+                                 also=b.diagnosis.id))
+    return tuple(pairs)
+
+
+def set_part(name: str, value: Any) -> Callable[[Case, dict[str, Any]], None]:
+    """A knob's change that sets one of `normalise`'s arguments (None drops the weight or the bias)."""
+
+    def change(case: Case, parts: dict[str, Any]) -> None:
+        parts[name] = value
+
+    return change
+
+
+def set_form(**form: Any) -> Callable[[Case, dict[str, Any]], None]:
+    """A knob's change that turns keyword knobs of `normalise` (stat=, eps_at=)."""
+
+    def change(case: Case, parts: dict[str, Any]) -> None:
+        parts["form"].update(form)
+
+    return change
+
+
+def weight_offset(case: Case, parts: dict[str, Any]) -> None:
+    """output * (1 + weight) (Gemma's convention) where the contract multiplies by the weight."""
+    parts["weight"] = 1.0 + parts["weight"].float()
+
+
+def default_eps_is(value: float) -> Callable[[Case, dict[str, Any]], None]:
+    """A knob's change: another default eps, on the cases built without one (`ctx["default_eps"]`)."""
+
+    def change(case: Case, parts: dict[str, Any]) -> None:
+        if case.ctx.get("default_eps"):
+            parts["eps"] = value
+
+    return change

@@ -17,18 +17,24 @@ from drill.judge.specs._common import DTYPES, TOLERANCES, Draw, diagnoses, modul
 from drill.judge.specs._norm import (
     EPS_ON_RECIPROCAL,
     EPS_OUTSIDE,
+    OTHER_EPS,
     STAT_VAR,
     STAT_VAR_UNBIASED,
+    Knob,
     NormBuild,
     cancellation_fit,
+    default_eps_is,
     default_eps_variants,
     eps_outside_sqrt,
     half_precision_stats,
     in_input_dtype,
+    knob_pairs,
     missing_param,
     norm_cases,
     norm_variant,
     normalise,
+    set_form,
+    set_part,
     unbiased_variance,
     variance_cancellation,
     wrong_axis,
@@ -116,6 +122,16 @@ def _right(x, w, b, eps):
     return normalise(x, w, b, eps, centre=True)
 
 
+# Two mistakes in one file, where both change the same tests (no bias and the unbiased variance change every
+# output: neither alone reproduces a failing test). The two commonest other defaults (1e-6, 1e-12) pair too.
+KNOBS = (
+    Knob(LD["ln_missing_weight"], "no weight", set_part("weight", None)),
+    Knob(LD["ln_missing_bias"], "no bias", set_part("bias", None)),
+    Knob(LD["ln_unbiased_variance"], "x.var(-1) divides by dim - 1", set_form(stat=STAT_VAR_UNBIASED)),
+    Knob(LD["ln_eps_outside_sqrt"], "sqrt(var) + eps", set_form(eps_at=EPS_OUTSIDE)),
+    *(Knob(LD["ln_wrong_default_eps"], f"default eps {v:g}", default_eps_is(v)) for v in OTHER_EPS[:2]),
+)
+
 BUGS = (
     Bug(LD["ln_missing_weight"], norm_variant(lambda x, w, b, eps: normalise(x, None, b, eps, centre=True)),
         "no weight"),
@@ -139,6 +155,7 @@ BUGS = (
     # outside explains only the tiny-input and eps=1e-2 tests, the unbiased std every other one: composed, both.
     Bug(LD["ln_unbiased_variance"], norm_variant(_ln(stat=STAT_VAR_UNBIASED, eps_at=EPS_OUTSIDE)),
         "x.std(-1) + eps: unbiased, eps outside the root", also="ln_eps_outside_sqrt"),
+    *knob_pairs(KNOBS, centre=True),
 )
 
 SPEC = Spec(

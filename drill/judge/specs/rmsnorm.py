@@ -18,13 +18,19 @@ from drill.judge.specs._norm import (
     EPS_ON_RECIPROCAL,
     EPS_OUTSIDE,
     STAT_VAR,
+    Knob,
+    default_eps_is,
     eps_outside_sqrt,
     half_precision_stats,
     in_input_dtype,
+    knob_pairs,
     missing_param,
     norm_cases,
     norm_variant,
     normalise,
+    set_form,
+    set_part,
+    weight_offset,
     wrong_axis,
     wrong_axis_variants,
 )
@@ -69,7 +75,8 @@ def _case(d: Draw, name: str, shape: tuple[int, ...], *, eps=None, dtype="float3
     x = d.normal(*shape, dtype=dtype, scale=scale, shift=shift)
     w = (d.normal(dim, scale=0.5, shift=1.0)).to(DTYPES[dtype])
     return module_case(d, name, TARGET, {"x": x}, init=(dim,) if eps is None else (dim, eps), params={"weight": w},
-                       dtype=dtype, grads=grads, ctx={"eps": DEFAULT_EPS if eps is None else eps})
+                       dtype=dtype, grads=grads,
+                       ctx={"eps": DEFAULT_EPS if eps is None else eps, "default_eps": eps is None})
 
 
 def make_cases(seed: int) -> list[Case]:
@@ -113,6 +120,16 @@ def _times_rms(x, w, b, eps):
 _OTHER_DEFAULTS = (1e-5, 1e-8)
 _LITERALS = (1e-6, 1e-5, 1e-8)
 
+# Two mistakes in one file, where both change the same tests (no weight and eps outside the root change every
+# output: neither alone reproduces a failing test). Gemma's 1 + weight with a 1e-5 default is a real pair.
+KNOBS = (
+    Knob(RD["rms_missing_weight"], "no weight", set_part("weight", None)),
+    Knob(RD["rms_subtracts_mean"], "x - mean", set_form(centre=True)),
+    Knob(RD["rms_eps_outside_sqrt"], "sqrt(mean) + eps", set_form(eps_at=EPS_OUTSIDE)),
+    Knob(RD["rms_weight_offset"], "output * (1 + weight)", weight_offset),
+    *(Knob(RD["rms_default_eps"], f"default eps {v:g}", default_eps_is(v)) for v in _OTHER_DEFAULTS),
+)
+
 BUGS = (
     Bug(RD["rms_missing_weight"], norm_variant(lambda x, w, b, eps: normalise(x, None, None, eps)), "no weight"),
     Bug(RD["rms_subtracts_mean"], norm_variant(lambda x, w, b, eps: normalise(x, w, None, eps, centre=True)),
@@ -135,6 +152,7 @@ BUGS = (
     *(Bug(RD["rms_eps_ignored"], _hard_coded(v), f"eps hard-coded to {v:g}") for v in _LITERALS),
     *(Bug(RD["rms_eps_outside_sqrt"], _hard_coded(v, eps_at=EPS_OUTSIDE),
           f"sqrt(mean) + eps, with eps hard-coded to {v:g} (the eps argument is ignored too)") for v in _LITERALS),
+    *knob_pairs(KNOBS, centre=False),
 )
 
 SPEC = Spec(
