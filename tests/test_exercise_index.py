@@ -29,8 +29,9 @@ from drill.judge.registry import DEVICES, DIFFICULTIES, INDEX, TRACKS, Exercise,
 
 ROOT = Path(__file__).resolve().parents[1]
 NUMBER = re.compile(
-    r"\b(one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|"
-    r"seventeen|eighteen|nineteen|twenty)\s+(?:graded\s+|indexed\s+)?exercises\b",
+    r"\b((?:twenty|thirty|forty)(?:-(?:one|two|three|four|five|six|seven|eight|nine))?|"
+    r"one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|"
+    r"seventeen|eighteen|nineteen)\s+(?:graded\s+|indexed\s+)?exercises\b",
     re.IGNORECASE,
 )
 # Where prose may count the exercises: docs, CLI help texts and docstrings.
@@ -476,7 +477,9 @@ def test_a_duplicate_entry_is_reported(tmp_path: Path) -> None:
 
 
 def test_count_word() -> None:
-    assert count_word(7) == "seven" and count_word(12) == "twelve" and count_word(40) == "40"
+    assert count_word(7) == "seven" and count_word(12) == "twelve" and count_word(20) == "twenty"
+    assert count_word(21) == "twenty-one" and count_word(37) == "thirty-seven" and count_word(40) == "forty"
+    assert NUMBER.search("Twenty-one exercises, each").group(1) == "Twenty-one"
 
 
 def test_a_cuda_only_exercise_is_refused_by_check_without_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -202,8 +202,13 @@ def gpu_nodes_visible() -> bool:
 def count_word(n: int) -> str:
     """How prose says a count of exercises ("seven"); the index test keeps the docs on it."""
     words = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
-             "sixteen seventeen eighteen nineteen twenty").split()
-    return words[n] if n < len(words) else str(n)
+             "sixteen seventeen eighteen nineteen").split()
+    tens = {20: "twenty", 30: "thirty", 40: "forty", 50: "fifty"}
+    if n < len(words):
+        return words[n]
+    if n - n % 10 in tens:
+        return tens[n - n % 10] + (f"-{words[n % 10]}" if n % 10 else "")
+    return str(n)
 
 
 def exercise_names() -> list[str]:
