@@ -139,6 +139,10 @@ INDEX: tuple[Exercise, ...] = (
     Exercise("grad_clip", ("clip_grad_norm_",),
              "global-norm gradient clipping in place, as torch.nn.utils.clip_grad_norm_, over a list or a generator",
              "training", "easy", ("optimizers", "training"), "good_global_norm.py", defaults={"eps": 1e-6}, wave=3),
+    Exercise("layernorm_backward", ("layernorm_backward",),
+             "LayerNorm's backward pass by hand: dx, dweight and dbias from the closed form, no autograd",
+             "training", "medium", ("normalization", "training"), "good_closed_form.py", defaults={"eps": 1e-5},
+             wave=3),
 )
 
 _BY_NAME: dict[str, Exercise] = {e.name: e for e in INDEX}

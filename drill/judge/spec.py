@@ -259,3 +259,6 @@ FORBIDDEN_AUTOGRAD = (
     "torch.func.jacfwd", "torch.func.hessian", "torch.func.linearize",
     "torch.autograd.variable.Variable._execution_engine", "_make_dual", "_unpack_dual",
 )
+# layernorm_backward: autograd in every form, layernorm's set, and the aten backward kernel itself
+# (torch.ops.aten.native_layer_norm_backward is callable from Python).
+FORBIDDEN_LAYER_NORM_BACKWARD = (*FORBIDDEN_AUTOGRAD, *FORBIDDEN_LAYER_NORM, "native_layer_norm_backward")
