@@ -11,7 +11,7 @@ from .backend import get_impl, set_impl, use_impl
 from .clip import clip_grad_norm
 from .flash import attention_lse, flash_attention_tiled
 from .kv_cache import KVCache
-from .loss import cross_entropy
+from .loss import cross_entropy, cross_entropy_backward
 from .mlp import SwiGLU, ffn_hidden_dim, swiglu
 from .model import Attention, Decoder, LlamaConfig, PastKVAttention, copy_weights, llama_block
 from .moe import MoE, load_balancing_loss, moe, route, router_probs
@@ -40,6 +40,7 @@ __all__ = [
     "copy_weights",
     "cosine_lr",
     "cross_entropy",
+    "cross_entropy_backward",
     "ffn_hidden_dim",
     "flash_attention_tiled",
     "filter_logits",
