@@ -5,8 +5,9 @@ ignore_index=..., label_smoothing=...)` on the logits flattened to (N, V),
 taken here in the parent in float64 on the very same (already rounded)
 inputs; `drill.reference.cross_entropy_backward` is the closed form the
 reference tests hold against it. Ignored rows are fixed at exactly 0
-(`Case.zeros`). Most variants are the gradients of `cross_entropy`'s own
-`loss_variant` (one knob per mistake), taken by autograd here in the parent.
+(`Case.zeros`). The denominator and smoothing variants are the gradients of
+`cross_entropy`'s own `loss_variant` (one knob per mistake), taken by autograd
+here in the parent; the others are the closed form with one piece changed.
 
 Cases: (N, V), (B, T, V), a 1-D (V,) row with a 0-dim target and three
 leading dims; no ignored target, -100 ones by default, an ignore_index that
