@@ -11,11 +11,11 @@ from .backend import get_impl, set_impl, use_impl
 from .clip import clip_grad_norm
 from .flash import attention_lse, flash_attention_tiled
 from .kv_cache import KVCache
-from .loss import cross_entropy
+from .loss import cross_entropy, cross_entropy_backward
 from .mlp import SwiGLU, ffn_hidden_dim, swiglu
 from .model import Attention, Decoder, LlamaConfig, PastKVAttention, copy_weights, llama_block
 from .moe import MoE, load_balancing_loss, moe, route, router_probs
-from .norm import LayerNorm, RMSNorm, layer_norm, rms_norm, rms_norm_backward
+from .norm import LayerNorm, RMSNorm, layer_norm, layer_norm_backward, rms_norm, rms_norm_backward
 from .rope import apply_rope, half_to_interleaved_perm, rope_angles
 from .sampling import filter_logits, keep_mask, softmax_kept
 from .schedule import cosine_lr
@@ -40,6 +40,7 @@ __all__ = [
     "copy_weights",
     "cosine_lr",
     "cross_entropy",
+    "cross_entropy_backward",
     "ffn_hidden_dim",
     "flash_attention_tiled",
     "filter_logits",
@@ -47,6 +48,7 @@ __all__ = [
     "grouped_query_attention",
     "half_to_interleaved_perm",
     "layer_norm",
+    "layer_norm_backward",
     "llama_block",
     "load_balancing_loss",
     "moe",

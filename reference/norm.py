@@ -135,6 +135,35 @@ def layer_norm(x: Tensor, weight: Tensor | None, bias: Tensor | None, eps: float
     return out.to(x.dtype)
 
 
+def layer_norm_backward(
+    x: Tensor, weight: Tensor, bias: Tensor, grad_out: Tensor, eps: float
+) -> tuple[Tensor, Tensor, Tensor]:
+    """(dx like x, dweight like weight, dbias like bias): the gradients of sum(layer_norm(x, w, b, eps) * grad_out).
+
+    Closed form, in fp32 (fp64 stays fp64). Centring removes the mean of the
+    upstream gradient and the scale by 1/sigma removes its component along
+    xhat, so with rstd = 1/sqrt(var + eps), xhat = (x - mean) * rstd and
+    g = grad_out * weight: dx = rstd * (g - mean(g) - xhat * mean(g * xhat)).
+    dweight and dbias sum grad_out * xhat and grad_out over every leading dim;
+    bias never reaches dx.
+    """
+    _check_eps(eps, "LayerNorm")
+    d = x.shape[-1:]
+    if weight.shape != d or bias.shape != d or grad_out.shape != x.shape:
+        raise ValueError(f"layer_norm_backward: x {tuple(x.shape)}, weight {tuple(weight.shape)}, bias "
+                         f"{tuple(bias.shape)} and grad_out {tuple(grad_out.shape)} do not fit together")
+    acc = acc_dtype(x.dtype)
+    xf, gf = x.to(acc), grad_out.to(acc)
+    centred = xf - xf.mean(dim=-1, keepdim=True)
+    rstd = torch.rsqrt(centred.pow(2).mean(dim=-1, keepdim=True) + eps)
+    xhat = centred * rstd
+    g = gf * weight.to(acc)
+    dx = rstd * (g - g.mean(dim=-1, keepdim=True) - xhat * (g * xhat).mean(dim=-1, keepdim=True))
+    rows = gf.reshape(-1, x.shape[-1])
+    dweight = (rows * xhat.reshape(-1, x.shape[-1])).sum(dim=0)
+    return dx.to(x.dtype), dweight.to(weight.dtype), rows.sum(dim=0).to(bias.dtype)
+
+
 class LayerNorm(nn.Module):
     """LayerNorm module with `weight` (ones) and `bias` (zeros), the names nn.LayerNorm and Hugging Face use."""
 

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from drill.judge.spec import KIND_CALL, KIND_MODULE, Bug, Diagnosis
-from drill.judge.specs import _norm
+from drill.judge.specs import _backward, _norm
 from drill.judge.specs._common import (
     DTYPE_SWEEP,
     Draw,
@@ -247,3 +247,20 @@ def test_one_thread_restores_the_count_after_nested_and_concurrent_uses() -> Non
     for t in threads:
         t.join()
     assert seen == [1] * 6 and torch.get_num_threads() == before
+
+
+def test_backward_elements_grade_one_returned_gradient_each_in_its_arguments_dtype() -> None:
+    d = Draw(5)
+    x, w = d.normal(3, 4, dtype="float16"), d.normal(4)
+    case = call_case(d, "half x, fp32 weight", "f", {"x": x, "weight": w}, dtype="float16", ctx={"eps": 1e-5})
+    twins = _backward.elements(case, (("grad_x", "x"), ("grad_weight", "weight")))
+    assert [t.name for t in twins] == ["half x, fp32 weight: grad_x", "half x, fp32 weight: grad_weight"]
+    assert [t.out_dtype for t in twins] == [torch.float16, torch.float32]
+    assert [t.extra["tuple"] for t in twins] == [{"names": ["grad_x", "grad_weight"], "pick": i} for i in (0, 1)]
+    assert all(t.args is case.args and t.ctx["eps"] == 1e-5 for t in twins) and "pick" not in case.ctx
+    both = _backward.picked(lambda c: (c.args["x"].float() * 2, c.args["weight"] + 1))
+    assert torch.equal(both(twins[1]), w + 1) and _backward.picked(lambda c: None)(twins[0]) is None
+    g = torch.ones(2)
+    assert _backward.half_only(g, torch.float16) is g
+    kept, unknown = _backward.half_only(g, torch.bfloat16)
+    assert kept is g and bool(unknown.all())

@@ -139,6 +139,14 @@ INDEX: tuple[Exercise, ...] = (
     Exercise("grad_clip", ("clip_grad_norm_",),
              "global-norm gradient clipping in place, as torch.nn.utils.clip_grad_norm_, over a list or a generator",
              "training", "easy", ("optimizers", "training"), "good_global_norm.py", defaults={"eps": 1e-6}, wave=3),
+    Exercise("layernorm_backward", ("layernorm_backward",),
+             "LayerNorm's backward pass by hand: dx, dweight and dbias from the closed form, no autograd",
+             "training", "medium", ("normalization", "training"), "good_closed_form.py", defaults={"eps": 1e-5},
+             wave=3),
+    Exercise("cross_entropy_backward", ("cross_entropy_backward",),
+             "the gradient of the mean cross-entropy by hand: softmax minus the smoothed target, ignored rows 0",
+             "training", "medium", ("loss", "training"), "good_softmax_minus_target.py",
+             defaults={"ignore_index": -100, "label_smoothing": 0.0}, wave=3),
 )
 
 _BY_NAME: dict[str, Exercise] = {e.name: e for e in INDEX}

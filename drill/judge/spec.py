@@ -259,3 +259,10 @@ FORBIDDEN_AUTOGRAD = (
     "torch.func.jacfwd", "torch.func.hessian", "torch.func.linearize",
     "torch.autograd.variable.Variable._execution_engine", "_make_dual", "_unpack_dual",
 )
+# layernorm_backward: autograd in every form, layernorm's set, and the aten backward kernel itself
+# (torch.ops.aten.native_layer_norm_backward is callable from Python).
+FORBIDDEN_LAYER_NORM_BACKWARD = (*FORBIDDEN_AUTOGRAD, *FORBIDDEN_LAYER_NORM, "native_layer_norm_backward")
+# cross_entropy_backward: autograd, cross_entropy's set (softmax stays allowed), and the aten backward
+# kernels of log_softmax and nll_loss (nll_loss* already covers nll_loss_backward and nll_loss2d_backward).
+FORBIDDEN_CROSS_ENTROPY_BACKWARD = (*FORBIDDEN_AUTOGRAD, *FORBIDDEN_CROSS_ENTROPY, "_log_softmax_backward_data",
+                                    "nll_loss_backward")

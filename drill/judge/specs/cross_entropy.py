@@ -277,7 +277,7 @@ EXCEPTION_BUGS = (
 # ---------------------------------------------------------------- the cases
 
 
-def _targets(d: Draw, shape: tuple[int, ...], v: int, ignore: int | None = None, frac: float = 0.3) -> torch.Tensor:
+def draw_targets(d: Draw, shape: tuple[int, ...], v: int, ignore: int | None = None, frac: float = 0.3) -> torch.Tensor:
     """Class ids in [0, v); with `ignore`, about `frac` of the positions set to it, at least one, never all.
 
     A custom ignore value is itself a class id, so only the mask says which
@@ -318,71 +318,72 @@ def make_cases(seed: int) -> list[Case]:
     d = Draw(seed)
     cases: list[Case] = []
     n, v = d.int(4, 12), d.int(10, 120)
-    cases.append(_case(d, f"fp32 (N,V)=({n},{v})", d.normal(n, v, scale=3.0), _targets(d, (n,), v), grads=True))
+    cases.append(_case(d, f"fp32 (N,V)=({n},{v})", d.normal(n, v, scale=3.0), draw_targets(d, (n,), v), grads=True))
     b, t, v = d.int(2, 3), d.int(3, 7), d.int(10, 80)
-    cases.append(_case(d, f"fp32 (B,T,V)=({b},{t},{v})", d.normal(b, t, v, scale=3.0), _targets(d, (b, t), v),
+    cases.append(_case(d, f"fp32 (B,T,V)=({b},{t},{v})", d.normal(b, t, v, scale=3.0), draw_targets(d, (b, t), v),
                        grads=True))
     v = d.int(10, 120)
-    cases.append(_case(d, f"fp32 1-D logits ({v},) with a 0-dim target", d.normal(v, scale=3.0), _targets(d, (), v),
+    cases.append(_case(d, f"fp32 1-D logits ({v},) with a 0-dim target", d.normal(v, scale=3.0), draw_targets(d, (), v),
                        grads=True))
     n, v = d.int(6, 14), d.int(10, 80)
     cases.append(_case(d, f"fp32 (N,V)=({n},{v}), some targets -100 (default ignore_index)", d.normal(n, v, scale=3.0),
-                       _targets(d, (n,), v, -100), grads=True))
+                       draw_targets(d, (n,), v, -100), grads=True))
     b, t, v = 2, d.int(4, 8), d.int(10, 80)
     custom = d.int(0, v - 1)
     cases.append(_case(d, f"fp32 (B,T,V), ignore_index={custom} (a class id) on some positions",
-                       d.normal(b, t, v, scale=3.0), _targets(d, (b, t), v, custom), ignore_index=custom, grads=True))
+                       d.normal(b, t, v, scale=3.0), draw_targets(d, (b, t), v, custom), ignore_index=custom,
+                       grads=True))
     n, v = d.int(4, 12), d.int(10, 120)
     ls = d.choice([0.05, 0.1, 0.2])
-    cases.append(_case(d, f"fp32 (N,V), label_smoothing={ls}", d.normal(n, v, scale=3.0), _targets(d, (n,), v),
+    cases.append(_case(d, f"fp32 (N,V), label_smoothing={ls}", d.normal(n, v, scale=3.0), draw_targets(d, (n,), v),
                        label_smoothing=ls, grads=True))
     b, t, v = d.int(2, 3), d.int(3, 7), d.int(10, 80)
     ls = d.choice([0.1, 0.3])
     cases.append(_case(d, f"fp32 (B,T,V), label_smoothing={ls} and targets -100", d.normal(b, t, v, scale=3.0),
-                       _targets(d, (b, t), v, -100), label_smoothing=ls, grads=True))
+                       draw_targets(d, (b, t), v, -100), label_smoothing=ls, grads=True))
     n, v = d.int(6, 12), d.int(10, 80)
     custom, ls = d.int(0, v - 1), d.choice([0.1, 0.25])
     cases.append(_case(d, f"fp32 (N,V), ignore_index={custom} and label_smoothing={ls}", d.normal(n, v, scale=3.0),
-                       _targets(d, (n,), v, custom), ignore_index=custom, label_smoothing=ls, grads=True))
+                       draw_targets(d, (n,), v, custom), ignore_index=custom, label_smoothing=ls, grads=True))
     n, v = d.int(3, 6), d.int(1000, 3000)
-    cases.append(_case(d, f"fp32 vocabulary-sized V={v}", d.normal(n, v, scale=2.0), _targets(d, (n,), v)))
+    cases.append(_case(d, f"fp32 vocabulary-sized V={v}", d.normal(n, v, scale=2.0), draw_targets(d, (n,), v)))
     n, v, ls = d.int(6, 12), d.int(3, 6), d.choice([0.3, 0.4, 0.5])
     confident = d.normal(n, v, scale=3.0)  # targets at each row's argmax: the smoothing variants differ one way
     cases.append(_case(d, f"fp32 small vocabulary V={v}, label_smoothing={ls}, each target its row's most likely class",
                        confident, confident.argmax(-1), label_smoothing=ls, grads=True))
     n, v = d.int(4, 10), d.int(10, 80)
     cases.append(_case(d, "fp32 large logits close together (1e4 + N(0, 2): exp overflows unshifted)",
-                       d.normal(n, v, scale=2.0, shift=1e4), _targets(d, (n,), v), grads=True, large=True))
+                       d.normal(n, v, scale=2.0, shift=1e4), draw_targets(d, (n,), v), grads=True, large=True))
     n, v = d.int(4, 10), d.int(10, 80)
     cases.append(_case(d, "fp32 logits spread ~1e4 apart (softmax underflows to 0)", d.normal(n, v, scale=1e4),
-                       _targets(d, (n,), v), large=True))
+                       draw_targets(d, (n,), v), large=True))
     b, t, v = 2, d.int(3, 6), d.int(10, 80)
     cases.append(_case(d, "fp32 logits spread ~1e4, label_smoothing=0.1, targets -100", d.normal(b, t, v, scale=1e4),
-                       _targets(d, (b, t), v, -100), label_smoothing=0.1, large=True))
+                       draw_targets(d, (b, t), v, -100), label_smoothing=0.1, large=True))
     n, v = d.int(6, 12), d.int(10, 80)
-    lone = _targets(d, (n,), v, -100, frac=1.0)
+    lone = draw_targets(d, (n,), v, -100, frac=1.0)
     cases.append(_case(d, "fp32 every position but one ignored", d.normal(n, v, scale=3.0), lone, grads=True))
     n, v = d.int(4, 12), d.int(10, 120)
-    cases.append(_case(d, "fp16 (N,V)", d.normal(n, v, dtype="float16", scale=3.0), _targets(d, (n,), v),
+    cases.append(_case(d, "fp16 (N,V)", d.normal(n, v, dtype="float16", scale=3.0), draw_targets(d, (n,), v),
                        dtype="float16"))
     b, t, v = 2, d.int(3, 6), d.int(30, 200)
     cases.append(_case(d, "fp16 logits ~1e4 + N(0, 4) (log-sum-exp rounded to fp16 is off by units)",
-                       d.normal(b, t, v, dtype="float16", scale=4.0, shift=1e4), _targets(d, (b, t), v),
+                       d.normal(b, t, v, dtype="float16", scale=4.0, shift=1e4), draw_targets(d, (b, t), v),
                        dtype="float16"))
     n, v = d.int(6, 10), d.int(10, 80)
     cases.append(_case(d, "fp16 logits spread ~1e4, label_smoothing=0.1", d.normal(n, v, dtype="float16", scale=1e4),
-                       _targets(d, (n,), v), label_smoothing=0.1, dtype="float16"))
+                       draw_targets(d, (n,), v), label_smoothing=0.1, dtype="float16"))
     b, t, v = 2, d.int(3, 6), d.int(10, 80)
     cases.append(_case(d, "bf16 (B,T,V), label_smoothing=0.1 and targets -100",
-                       d.normal(b, t, v, dtype="bfloat16", scale=3.0), _targets(d, (b, t), v, -100),
+                       d.normal(b, t, v, dtype="bfloat16", scale=3.0), draw_targets(d, (b, t), v, -100),
                        label_smoothing=0.1, dtype="bfloat16"))
     n, v = d.int(6, 12), d.int(30, 200)
     cases.append(_case(d, "bf16 logits ~2e3 + N(0, 4) (log-sum-exp rounded to bf16 is off by units)",
-                       d.normal(n, v, dtype="bfloat16", scale=4.0, shift=2e3), _targets(d, (n,), v),
+                       d.normal(n, v, dtype="bfloat16", scale=4.0, shift=2e3), draw_targets(d, (n,), v),
                        dtype="bfloat16"))
     b, t, v = 2, d.int(3, 6), d.int(10, 80)
     cases.append(_case(d, "bf16 logits spread ~1e4, targets -100", d.normal(b, t, v, dtype="bfloat16", scale=1e4),
-                       _targets(d, (b, t), v, -100), dtype="bfloat16"))
+                       draw_targets(d, (b, t), v, -100), dtype="bfloat16"))
     cases.append(_repeat_case(d))
     return twice_probes(cases)  # the first plain fp32 cases are also called twice: non-determinism shows
 
@@ -390,7 +391,7 @@ def make_cases(seed: int) -> list[Case]:
 def _repeat_case(d: Draw) -> Case:
     """Two calls with the same shapes, options and ignored positions, other logits and targets."""
     n, v = d.int(4, 10), d.int(10, 80)
-    targets = _targets(d, (n,), v, -100)
+    targets = draw_targets(d, (n,), v, -100)
     case = _case(d, f"repeat call: cross_entropy called twice, logits ({n},{v})", d.normal(n, v, scale=3.0), targets,
                  label_smoothing=0.1)
     other = torch.where(targets == -100, targets, (targets + 1 + d.int(0, v - 2)) % v)
