@@ -139,6 +139,9 @@ INDEX: tuple[Exercise, ...] = (
     Exercise("grad_clip", ("clip_grad_norm_",),
              "global-norm gradient clipping in place, as torch.nn.utils.clip_grad_norm_, over a list or a generator",
              "training", "easy", ("optimizers", "training"), "good_global_norm.py", defaults={"eps": 1e-6}, wave=3),
+    Exercise("quant_matmul", ("quantize_rowwise", "int8_matmul"),
+             "symmetric int8 codes with a scale per row, and their matmul summed exactly in integers",
+             "inference", "medium", ("quantization",), "good_int32_accumulate.py", wave=3),
 )
 
 _BY_NAME: dict[str, Exercise] = {e.name: e for e in INDEX}
