@@ -200,3 +200,10 @@ def test_the_starter_is_not_implemented(fork_server) -> None:
 
     r = check_file(exercises_dir() / "rope_scaling.py", "rope_scaling", 2, LIMITS, pool=fork_server)
     assert r.status == "fail" and r.diagnosis.id == "not_implemented", (r.status, r.diagnosis)
+
+
+def test_transformers_is_refused(tmp_path: Path, fork_server) -> None:
+    good = (SOLUTIONS / "good_float64_math.py").read_text()
+    r = _grade(tmp_path, "from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS\n" + good, fork_server)
+    assert r.status == "fail" and r.diagnosis.id == "policy_violation", (r.status, r.diagnosis)
+    assert "transformers" in r.diagnosis_detail
