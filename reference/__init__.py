@@ -16,6 +16,7 @@ from .mlp import SwiGLU, ffn_hidden_dim, swiglu
 from .model import Attention, Decoder, LlamaConfig, PastKVAttention, copy_weights, llama_block
 from .moe import MoE, load_balancing_loss, moe, route, router_probs
 from .norm import LayerNorm, RMSNorm, layer_norm, layer_norm_backward, rms_norm, rms_norm_backward
+from .quant import int8_matmul, quantize_rowwise
 from .rope import apply_rope, half_to_interleaved_perm, rope_angles
 from .sampling import filter_logits, keep_mask, softmax_kept
 from .schedule import cosine_lr
@@ -47,6 +48,7 @@ __all__ = [
     "get_impl",
     "grouped_query_attention",
     "half_to_interleaved_perm",
+    "int8_matmul",
     "layer_norm",
     "layer_norm_backward",
     "llama_block",
@@ -54,6 +56,7 @@ __all__ = [
     "moe",
     "keep_mask",
     "multi_head_attention",
+    "quantize_rowwise",
     "rms_norm",
     "rms_norm_backward",
     "rope_angles",

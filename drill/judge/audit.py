@@ -1,6 +1,6 @@
 """Advisory audits: what a correct solution costs, not whether it is correct.
 
-Three audits, each in two halves:
+The audits, each in two halves:
 - the *measuring* half runs in the grader's child after the hidden tests, on
   the learner's own module (this file is loaded there by path, so it imports
   only the standard library and torch at module level);
@@ -40,6 +40,14 @@ routed minimum (each token through its top_k experts, plus the router).
 Weights gathered per token (torch.stack + indexing) are copies the row count
 cannot see; then the FLOPs alone are judged. Also reported: the
 NORM_TOPK_PROB the file declares, which the tests graded against.
+
+quant_matmul — does int8_matmul multiply integers? The learner's function
+runs on int8 codes under a dispatch mode that records every contraction
+(mm, bmm, addmm, dot, mv, _int_mm, and an elementwise mul as large as the
+M x N x K product): its operand dtypes and, for float operands, whether their
+values are all integers (the codes cast to fp32) or not (dequantised values:
+codes times scales). A float product of dequantised values passes the tests
+and is reported as `quant_dequant_matmul`.
 """
 
 from __future__ import annotations
@@ -492,8 +500,49 @@ def kernel_bandwidth(config: dict, mod: Any, host: Any) -> dict:
     }
 
 
+QUANT_CONTRACTIONS = {"mm", "bmm", "addmm", "baddbmm", "dot", "mv", "addmv", "_int_mm", "addbmm"}
+
+
+class ProductRecorder(TorchDispatchMode):
+    """Each contraction's operand dtypes, and whether its float operands hold integers only (quant_matmul)."""
+
+    def __init__(self, big: int) -> None:
+        super().__init__()
+        self.big = big  # an elementwise mul this large is the product written as broadcast-and-sum
+        self.seen: list[dict] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        name = func.overloadpacket.__name__
+        if name in QUANT_CONTRACTIONS or (name == "mul" and isinstance(out, torch.Tensor) and out.numel() >= self.big):
+            tensors = [a for a in args if isinstance(a, torch.Tensor) and a.dim() >= 1]
+            floats = [t for t in tensors if t.is_floating_point()]
+            self.seen.append({
+                "op": name,
+                "dtypes": [str(t.dtype).replace("torch.", "") for t in tensors],
+                "integral": all(bool(torch.equal(t, torch.round(t))) for t in floats),
+            })
+        return out
+
+
+ProductRecorder.__torch_dispatch__ = getattr(ProductRecorder.__torch_dispatch__, "__wrapped__",
+                                             ProductRecorder.__torch_dispatch__)
+
+
+def quant_matmul(config: dict, mod: Any, host: Any) -> dict:
+    m, n, k = config["m"], config["n"], config["k"]
+    gen = torch.Generator().manual_seed(0)
+    a_q = torch.randint(-127, 128, (m, k), generator=gen, dtype=torch.int8)
+    b_q = torch.randint(-127, 128, (n, k), generator=gen, dtype=torch.int8)
+    a_s = torch.rand(m, generator=gen) * 0.01 + 0.001
+    b_s = torch.rand(n, generator=gen) * 0.01 + 0.001
+    with torch.no_grad(), ProductRecorder(m * n * k) as rec:
+        mod.int8_matmul(a_q, a_s, b_q, b_s)
+    return {"config": {"m": m, "n": n, "k": k}, "products": rec.seen[:20]}
+
+
 CHILD_AUDITS = {"gqa_memory": gqa_memory, "kv_work": kv_work, "moe_work": moe_work,
-                "kernel_bandwidth": kernel_bandwidth}
+                "kernel_bandwidth": kernel_bandwidth, "quant_matmul": quant_matmul}
 
 
 def run(config: dict, mod: Any, host: Any) -> dict:
@@ -644,8 +693,37 @@ def judge_kernel_bandwidth(data: dict) -> tuple[list[str], list[str]]:
     return lines, notes
 
 
+def judge_quant_matmul(data: dict) -> tuple[list[str], list[str]]:
+    c = data["config"]
+    shape = f"M={int(c['m'])} N={int(c['n'])} K={int(c['k'])}"
+    products = [p for p in data["products"] if isinstance(p, dict)]
+    if not products:
+        return [f"product audit ({shape}): could not measure (no matmul or broadcast product was seen)"], []
+    ints = [p for p in products if not any(str(t).startswith(("float", "bfloat")) for t in p["dtypes"])]
+    floats = [p for p in products if p not in ints]
+    dequant = [p for p in floats if not p["integral"]]
+    if dequant:
+        p = dequant[0]
+        what = f"{p['op']} on {', '.join(map(str, p['dtypes']))} holding non-integer values"
+    elif floats:
+        p = floats[0]
+        what = f"{p['op']} on {', '.join(map(str, p['dtypes']))} holding the integer codes"
+    else:
+        p = ints[0]
+        what = f"{p['op']} on {', '.join(map(str, p['dtypes']))}"
+    lines = [f"product audit ({shape}): the product ran as {what}"]
+    notes = []
+    if dequant:
+        notes.append("quant_dequant_matmul: int8_matmul multiplies dequantised float values (codes times scales): "
+                     "it passes here, but it is a float matmul, not an int8 one; multiply the codes as integers "
+                     "(a_q.to(torch.int32) @ b_q.to(torch.int32).T, torch._int_mm on CUDA) and apply a_s and b_s "
+                     "to the (M, N) result")
+    return lines, notes
+
+
 PARENT_AUDITS = {"gqa_memory": judge_gqa_memory, "kv_work": judge_kv_work, "moe_work": judge_moe_work,
-                 "kernel_bandwidth": judge_kernel_bandwidth}
+                 "kernel_bandwidth": judge_kernel_bandwidth,
+                 "quant_matmul": judge_quant_matmul}
 
 
 def measured(name: str, data: dict) -> bool:
@@ -658,6 +736,8 @@ def measured(name: str, data: dict) -> bool:
         return any(data.get("flops", [])) and max(rows.get("k_proj", [0]) + rows.get("v_proj", [0])) > 0
     if name == "moe_work":
         return int(data.get("flops", 0)) > 0
+    if name == "quant_matmul":
+        return bool(data.get("products"))
     if name == "kernel_bandwidth":
         return "skipped" not in data and float(data.get("median_s", 0)) > 0 and float(data.get("copy_median_s", 0)) > 0
     return True

@@ -1071,9 +1071,12 @@ def _run_case(mod, case: dict, tensors: dict) -> dict:
     # function or module instance (output not graded), kept alive so its tensors' storage
     # is not reused by the graded call's; state kept between calls then shows in `out`.
     first = [value(a) for a in case["repeat"]] if case.get("repeat") else None
-    call = module if module is not None else fn
+    call = with_keywords(module if module is not None else fn, case)
     if first is not None:
         call(*first)
+    raises = (case.get("extra") or {}).get("raises")
+    if raises:
+        return {"out": raised(call, args, raises)}
     out = call(*args)
     if (case.get("extra") or {}).get("tuple"):
         out = tuple_element(out, case["extra"]["tuple"], target)
@@ -1119,6 +1122,40 @@ def _run_case(mod, case: dict, tensors: dict) -> dict:
     return result
 
 
+def with_keywords(call, case: dict):
+    """`call` taking the case's arguments in order, those named in `extra["keywords"]` by keyword (keyword-only
+    parameters: rope_scaling's original_max_position, seq_len, ...); the others positionally, as before."""
+    keywords = set((case.get("extra") or {}).get("keywords") or ())
+    if not keywords:
+        return call
+    names = list(case["arg_names"])
+
+    def invoke(*values):
+        pos = [v for n, v in zip(names, values, strict=True) if n not in keywords]
+        return call(*pos, **{n: v for n, v in zip(names, values, strict=True) if n in keywords})
+
+    return invoke
+
+
+# The exceptions a case may require (`extra["raises"]`): the contract's refusals (rope_scaling: an unknown kind).
+_RAISES = {"ValueError": ValueError, "TypeError": TypeError}
+
+
+def raised(call, args: list, wanted: str) -> torch.Tensor:
+    """A case whose call must raise `wanted`: tensor([1]) when it did, [0] when it returned, [2] when it raised
+    another exception (the parent's Case.judge words the verdict). NotImplementedError and the traps propagate
+    (a starter, a forbidden op), like any other case's."""
+    try:
+        call(*args)
+    except NotImplementedError:
+        raise
+    except _RAISES[wanted]:
+        return torch.tensor([1])
+    except Exception:  # noqa: BLE001 - the wrong exception is the answer being graded
+        return torch.tensor([2])
+    return torch.tensor([0])
+
+
 def input_view(t: torch.Tensor, how: list) -> torch.Tensor:
     """A case's non-contiguous view of an input, as the parent's spec drew it (specs/triton_rmsnorm.view):
     ["narrow", d] = t[..., :d], ["rows", k] = t[::k], ["t"] = the transpose of the last two dims."""
@@ -1151,6 +1188,12 @@ def tuple_element(result, spec: dict, target: str):
         raise ContractError("wrong_type",
                             f"{target} returned {type_name(result)} instead of a tuple ({', '.join(names)})")
     i = int(spec["pick"])
+    if i in (spec.get("numbers") or ()):  # a Python number by contract (rope_scaling's attention_scale)
+        v = result[i]
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ContractError("wrong_type", f"{target} returned {names[i]} as {type_name(v)} ({v!r:.60}) instead "
+                                              f"of a float in the tuple ({', '.join(names)})")
+        return torch.tensor(float(v), dtype=torch.float64, device=DEVICE)
     if not isinstance(result[i], torch.Tensor):
         raise ContractError("wrong_type", f"{target} returned {names[i]} as {type_name(result[i])} instead of a tensor "
                                           f"in the tuple ({', '.join(names)})")

@@ -145,7 +145,15 @@ def compare(
         n = int(over.sum())
         # Integer answers (ffn_hidden_dim) read as integers: "got 10752, expected 11008", not 1.075e+04.
         integral = not (got.is_floating_point() or expected.is_floating_point())
-        num = (lambda x, digits: f"{int(x)}") if integral else (lambda x, digits: f"{x:.{digits}g}")
+        # Floats get the digits that tell the two apart, at least the usual ones: under a tight or exact
+        # tolerance (quant_matmul's scales) "got 14666.1, expected 14666.1" would say nothing.
+        pair = (float(g), float(e)) if e.dim() == 0 else (float(g[idx]), float(e[idx]))
+
+        def num(x: float, digits: int) -> str:
+            if integral:
+                return f"{int(x)}"
+            n = next((k for k in range(digits, 18) if f"{pair[0]:.{k}g}" != f"{pair[1]:.{k}g}"), digits)
+            return f"{x:.{n}g}"
         if e.dim() == 0:  # a scalar (a loss): its value, not "1 of 1 values ... worst at []"
             return Comparison(
                 False, "values", f"{what}: got {num(float(g), 6)}, expected {num(float(e), 6)} (a scalar)",

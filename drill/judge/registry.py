@@ -147,6 +147,14 @@ INDEX: tuple[Exercise, ...] = (
              "the gradient of the mean cross-entropy by hand: softmax minus the smoothed target, ignored rows 0",
              "training", "medium", ("loss", "training"), "good_softmax_minus_target.py",
              defaults={"ignore_index": -100, "label_smoothing": 0.0}, wave=3),
+    Exercise("quant_matmul", ("quantize_rowwise", "int8_matmul"),
+             "symmetric int8 codes with a scale per row, and their matmul summed exactly in integers",
+             "inference", "medium", ("quantization",), "good_int32_accumulate.py", wave=3),
+    Exercise("rope_scaling", ("scaled_inv_freq",),
+             "RoPE's frequencies stretched for long contexts: linear, NTK, dynamic NTK, YaRN and Llama 3.1",
+             "positions", "medium", ("long_context", "positional"), "good_float64_math.py", wave=3,
+             defaults={"factor": 1.0, "original_max_position": 8192, "beta_fast": 32.0, "beta_slow": 1.0,
+                       "low_freq_factor": 1.0, "high_freq_factor": 4.0}),
 )
 
 _BY_NAME: dict[str, Exercise] = {e.name: e for e in INDEX}
