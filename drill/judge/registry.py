@@ -139,6 +139,9 @@ INDEX: tuple[Exercise, ...] = (
     Exercise("grad_clip", ("clip_grad_norm_",),
              "global-norm gradient clipping in place, as torch.nn.utils.clip_grad_norm_, over a list or a generator",
              "training", "easy", ("optimizers", "training"), "good_global_norm.py", defaults={"eps": 1e-6}, wave=3),
+    Exercise("adamw", ("AdamW",),
+             "AdamW as a torch.optim.Optimizer: decoupled decay, bias-corrected moments, per-parameter state, groups",
+             "training", "medium", ("optimizers", "training"), "good_plain_loop.py", wave=3),
 )
 
 _BY_NAME: dict[str, Exercise] = {e.name: e for e in INDEX}
