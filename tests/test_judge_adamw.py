@@ -158,6 +158,20 @@ def test_the_driver_says_which_state_key_is_missing() -> None:
         _run(Renamed, "state")
 
 
+def test_the_driver_refuses_state_in_another_dtype() -> None:
+    class Fp32State(AdamW):
+        @torch.no_grad()
+        def step(self, closure=None):
+            super().step(closure)
+            for state in self.state.values():
+                state["exp_avg_sq"] = state["exp_avg_sq"].float()
+
+    bf16 = [{"shape": [3], "dtype": "bfloat16"}, {"shape": [3], "dtype": "bfloat16"}]
+    assert _run(AdamW, "state", params=bf16).shape == (2, 6)
+    with pytest.raises(optim_kind.ContractError, match="exp_avg_sq.*float32.*bfloat16"):
+        _run(Fp32State, "state", params=bf16)
+
+
 def test_the_reload_goes_through_state_dict() -> None:
     class Forgetful(AdamW):  # keeps its moments outside self.state: a reload starts them again from zero
         def state_dict(self):

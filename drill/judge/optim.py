@@ -26,7 +26,8 @@ A scenario is plain data (`case["extra"]`, JSON) plus tensors the parent sends:
   - "params": (steps, total) fp32, every parameter flattened and joined, after
     each step;
   - "state": (2, total) fp32, `exp_avg` and `exp_avg_sq` of every parameter
-    after the last step (zeros for a parameter with no state);
+    after the last step (zeros for a parameter with no state); a state tensor
+    of another shape or dtype than its parameter's is a contract failure;
   - "steps": int64 per parameter, its state's "step" (an int or a 0-dim
     tensor), -1 where it has no state;
   - "own": int64 per parameter, 1 when no other parameter's state holds the
@@ -127,6 +128,10 @@ def _state_of(opt: Any, p: torch.Tensor, i: int, target: str) -> dict | None:
             what = f"shape {tuple(t.shape)}" if isinstance(t, torch.Tensor) else _type_name(t)
             raise ContractError("wrong_shape", f"{target}: state['{key}'] of parameter {i} is {what}; the contract "
                                                f"keeps a tensor of the parameter's shape {tuple(p.shape)}")
+        if t.dtype != p.dtype:
+            raise ContractError("wrong_dtype", f"{target}: state['{key}'] of parameter {i} is "
+                                               f"{str(t.dtype).replace('torch.', '')}; the contract keeps it in the "
+                                               f"parameter's dtype, {str(p.dtype).replace('torch.', '')}")
     return state
 
 
