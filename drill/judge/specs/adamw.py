@@ -247,8 +247,9 @@ def _locate(case: Case):
         except (ValueError, IndexError):
             return comparison
         tail = (f"; the first NaN/inf is {said}" if comparison.reason == "nonfinite" else f"; the worst is {said}")
-        return replace(comparison, message=comparison.message + tail, short=(comparison.short or "") + tail,
-                       where=said)
+        # the compact report clips its one line: the place first, then what is wrong there
+        short = f"{said}: {(comparison.short or comparison.message).removeprefix('output: ')}"
+        return replace(comparison, message=comparison.message + tail, short=short, where=said)
 
     return locate
 
