@@ -16,6 +16,7 @@ from .mlp import SwiGLU, ffn_hidden_dim, swiglu
 from .model import Attention, Decoder, LlamaConfig, PastKVAttention, copy_weights, llama_block
 from .moe import MoE, load_balancing_loss, moe, route, router_probs
 from .norm import LayerNorm, RMSNorm, layer_norm, layer_norm_backward, rms_norm, rms_norm_backward
+from .optim import AdamW
 from .quant import int8_matmul, quantize_rowwise
 from .rope import apply_rope, half_to_interleaved_perm, rope_angles
 from .sampling import filter_logits, keep_mask, softmax_kept
@@ -23,6 +24,7 @@ from .schedule import cosine_lr
 from .sinusoidal import sinusoidal_positions
 
 __all__ = [
+    "AdamW",
     "Attention",
     "Decoder",
     "KVCache",

@@ -567,6 +567,8 @@ def _evaluate(spec: Any, cases: list, child: Any, events: list) -> list:
                                  zeros=case.zeros, what=case.ctx.get("what", "output"))
             if case.kind == "map":  # one call per row: say which call is off
                 ev.forward = name_the_call(ev.forward, case.target, case.rows)
+            if case.ctx.get("locate") is not None:  # where the worst element lies (adamw: the step, the parameter)
+                ev.forward = case.ctx["locate"](ev.forward)
         again = saved.get("again")  # a determinism probe's second output (specs/_common.twice_probes)
         if isinstance(again, torch.Tensor) and case.derive is None:
             ev.again = again

@@ -45,6 +45,9 @@ class Comparison:
     # On a pass, the largest |diff| as a share of the tolerance allowed at that element (0.02: 2% of it);
     # None on a failure, in `quick` mode, and where nothing was compared.
     tol_used: float | None = None
+    # Where the worst (or first non-finite) element lies, in the case's own terms ("after step 3, parameter 1
+    # ..."), set by a spec's locate (spec.Case.ctx["locate"], adamw); "" shows the index instead.
+    where: str = ""
 
     @property
     def brief(self) -> str:

@@ -626,7 +626,7 @@ def example(cases: list[CaseEval]) -> str:
     fw = ev.forward
     if fw.worst_got is None or fw.worst_expected is None:
         return f"; simplest failing test: '{ev.case.name}'"
-    at = f" at {list(fw.worst_index)}" if fw.worst_index else ""
+    at = f" {fw.where}" if fw.where else (f" at {list(fw.worst_index)}" if fw.worst_index else "")
     return (f"; simplest failing test: '{ev.case.name}', got {_num(fw.worst_got)}, expected "
             f"{_num(fw.worst_expected)}{at}")
 

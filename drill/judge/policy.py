@@ -51,6 +51,9 @@ ALLOWED_IMPORTS: tuple[str, ...] = (
     "torch", "torch.nn", "torch.nn.functional", "torch.nn.init", "torch.nn.parameter", "torch.nn.modules",
     "torch.nn.attention", "torch.autograd", "torch.autograd.function", "torch.linalg", "torch.fft", "torch.special",
     "torch.types", "torch.cuda", "torch.amp",
+    # adamw subclasses torch.optim.Optimizer (`from torch.optim import Optimizer`); the ready-made optimizers
+    # are trapped at run time by that exercise's forbidden set, like any library op
+    "torch.optim", "torch.optim.optimizer",
     "numpy", "einops", "einops.layers", "einops.layers.torch",
     "math", "cmath", "typing", "typing_extensions", "dataclasses", "functools", "itertools", "collections",
     "collections.abc", "__future__", "abc", "enum", "numbers", "copy", "warnings", "random", "operator",

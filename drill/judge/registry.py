@@ -155,6 +155,9 @@ INDEX: tuple[Exercise, ...] = (
              "positions", "medium", ("long_context", "positional"), "good_float64_math.py", wave=3,
              defaults={"factor": 1.0, "original_max_position": 8192, "beta_fast": 32.0, "beta_slow": 1.0,
                        "low_freq_factor": 1.0, "high_freq_factor": 4.0}),
+    Exercise("adamw", ("AdamW",),
+             "AdamW as a torch.optim.Optimizer: decoupled decay, bias-corrected moments, per-parameter state, groups",
+             "training", "medium", ("optimizers", "training"), "good_plain_loop.py", wave=3),
 )
 
 _BY_NAME: dict[str, Exercise] = {e.name: e for e in INDEX}
