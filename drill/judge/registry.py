@@ -139,6 +139,10 @@ INDEX: tuple[Exercise, ...] = (
     Exercise("grad_clip", ("clip_grad_norm_",),
              "global-norm gradient clipping in place, as torch.nn.utils.clip_grad_norm_, over a list or a generator",
              "training", "easy", ("optimizers", "training"), "good_global_norm.py", defaults={"eps": 1e-6}, wave=3),
+    Exercise("grpo", ("group_advantages", "grpo_clip_loss"),
+             "GRPO's group-normalised advantages and its clipped loss, each sequence averaged over its own tokens",
+             "training", "medium", ("post_training",), "good_reshape_keepdim.py",
+             defaults={"normalize_by_std": True, "eps": 1e-6}, wave=3),
 )
 
 _BY_NAME: dict[str, Exercise] = {e.name: e for e in INDEX}
