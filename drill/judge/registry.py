@@ -143,6 +143,9 @@ INDEX: tuple[Exercise, ...] = (
              "GRPO's group-normalised advantages and its clipped loss, each sequence averaged over its own tokens",
              "training", "medium", ("post_training",), "good_reshape_keepdim.py",
              defaults={"normalize_by_std": True, "eps": 1e-6}, wave=3),
+    Exercise("ppo_gae", ("gae", "ppo_clip_loss"),
+             "generalised advantage estimation by a reverse scan that stops at episode ends, and PPO's clipped loss",
+             "training", "medium", ("post_training",), "good_reverse_loop.py", wave=3),
 )
 
 _BY_NAME: dict[str, Exercise] = {e.name: e for e in INDEX}
