@@ -93,3 +93,25 @@ def ppo_clip_loss(logp: Tensor, old_logp: Tensor, advantages: Tensor, clip_eps: 
         return per.mean().to(torch.float32)
     keep = mask.to(per.dtype)
     return ((per * keep).sum() / keep.sum()).to(torch.float32)
+
+
+def sequence_logprobs(logits: Tensor, labels: Tensor, response_mask: Tensor) -> Tensor:
+    """(B,) fp32: the summed log-probability of each row's response tokens, logits[:, t - 1] scoring
+    labels[:, t] (the labels are the input ids, unshifted); response_mask[:, 0] is ignored and masked
+    labels are never used as indices (they may be -100)."""
+    logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)
+    keep = response_mask[:, 1:]
+    safe = torch.where(keep, labels[:, 1:], torch.zeros_like(labels[:, 1:]))
+    picked = logp.gather(-1, safe.unsqueeze(-1)).squeeze(-1)
+    return torch.where(keep, picked, torch.zeros_like(picked)).sum(dim=-1)
+
+
+def dpo_loss(policy_chosen_logps: Tensor, policy_rejected_logps: Tensor, ref_chosen_logps: Tensor,
+             ref_rejected_logps: Tensor, beta: float) -> tuple[Tensor, Tensor, Tensor]:
+    """(loss, chosen_rewards, rejected_rewards): the mean of -logsigmoid(z) (softplus(-z), exact for any
+    |z| fp32 holds), z = beta * (policy margin - reference margin); the rewards detached."""
+    z = beta * ((policy_chosen_logps - policy_rejected_logps) - (ref_chosen_logps - ref_rejected_logps))
+    loss = torch.nn.functional.softplus(-z).mean()
+    chosen = (beta * (policy_chosen_logps - ref_chosen_logps)).detach()
+    rejected = (beta * (policy_rejected_logps - ref_rejected_logps)).detach()
+    return loss, chosen, rejected

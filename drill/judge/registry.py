@@ -146,6 +146,9 @@ INDEX: tuple[Exercise, ...] = (
     Exercise("ppo_gae", ("gae", "ppo_clip_loss"),
              "generalised advantage estimation by a reverse scan that stops at episode ends, and PPO's clipped loss",
              "training", "medium", ("post_training",), "good_reverse_loop.py", wave=3),
+    Exercise("dpo", ("sequence_logprobs", "dpo_loss"),
+             "response log-probabilities with the next-token shift, and DPO's sigmoid loss with detached rewards",
+             "training", "medium", ("post_training",), "good_trl_style.py", wave=3),
 )
 
 _BY_NAME: dict[str, Exercise] = {e.name: e for e in INDEX}
