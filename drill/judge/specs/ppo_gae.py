@@ -241,11 +241,16 @@ PPO_VARIANTS = [
     ("ppo_mask_ignored", "the masked sum over every element's count", _ppo(True, reduce="numel")),
 ]
 
-# What Python says when the code uses mask=None as a tensor (or the signature has no default for it).
-EXCEPTION_BUGS = (
-    ("'NoneType'", PD["ppo_mask_none_unhandled"]),
-    ("missing 1 required positional argument: 'mask'", PD["ppo_mask_none_unhandled"]),
-)
+# What Python says when the code uses mask=None as a tensor (or the signature has no default for it): the
+# usual first uses of a mask, so that a None of the learner's own making elsewhere (gae) is not named this.
+EXCEPTION_BUGS = tuple((needle, PD["ppo_mask_none_unhandled"]) for needle in (
+    "bad operand type for unary ~: 'NoneType'",
+    *(f"'NoneType' object has no attribute '{attr}'" for attr in ("float", "to", "sum", "bool", "type", "double",
+                                                                    "logical_not", "shape", "dim")),
+    "unsupported operand type(s) for *: 'Tensor' and 'NoneType'",
+    "unsupported operand type(s) for *: 'NoneType' and 'Tensor'",
+    "missing 1 required positional argument: 'mask'",
+))
 
 
 # ---------------------------------------------------------------- the cases
