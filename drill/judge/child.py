@@ -1043,8 +1043,11 @@ def _run_case(mod, case: dict, tensors: dict) -> dict:
 
     args = fresh()
     grad_names = case.get("grad_inputs", [])
+    # extra "track_grad": these args require grad and the case grades only whether the output does (dpo: the
+    # rewards must come back detached); the output becomes tensor([0]) or tensor([1]), and nothing is backpropagated.
+    tracked = (case.get("extra") or {}).get("track_grad") or []
     for name, i in zip(case["arg_names"], range(len(args)), strict=True):
-        if name in grad_names:
+        if name in grad_names or name in tracked:
             args[i].requires_grad_(True)
     module = None
     if case["kind"] == "module":
@@ -1083,6 +1086,8 @@ def _run_case(mod, case: dict, tensors: dict) -> dict:
     if not isinstance(out, torch.Tensor):
         raise ContractError("wrong_type", f"{target} returned {type_name(out)} instead of a tensor")
     on_device(out, target)
+    if tracked:
+        return {"out": torch.tensor([1 if out.requires_grad else 0], dtype=torch.int64)}
     result = {"out": plain(out)}
     if case.get("upstream"):
         up = tensors[case["upstream"]]

@@ -158,6 +158,16 @@ INDEX: tuple[Exercise, ...] = (
     Exercise("adamw", ("AdamW",),
              "AdamW as a torch.optim.Optimizer: decoupled decay, bias-corrected moments, per-parameter state, groups",
              "training", "medium", ("optimizers", "training"), "good_plain_loop.py", wave=3),
+    Exercise("grpo", ("group_advantages", "grpo_clip_loss"),
+             "GRPO's group-normalised advantages and its clipped loss, each sequence averaged over its own tokens",
+             "training", "medium", ("post_training",), "good_reshape_keepdim.py",
+             defaults={"normalize_by_std": True, "eps": 1e-6}, wave=3),
+    Exercise("ppo_gae", ("gae", "ppo_clip_loss"),
+             "generalised advantage estimation by a reverse scan that stops at episode ends, and PPO's clipped loss",
+             "training", "medium", ("post_training",), "good_reverse_loop.py", wave=3),
+    Exercise("dpo", ("sequence_logprobs", "dpo_loss"),
+             "response log-probabilities with the next-token shift, and DPO's sigmoid loss with detached rewards",
+             "training", "medium", ("post_training",), "good_trl_style.py", wave=3),
 )
 
 _BY_NAME: dict[str, Exercise] = {e.name: e for e in INDEX}
