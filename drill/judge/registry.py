@@ -139,6 +139,9 @@ INDEX: tuple[Exercise, ...] = (
     Exercise("grad_clip", ("clip_grad_norm_",),
              "global-norm gradient clipping in place, as torch.nn.utils.clip_grad_norm_, over a list or a generator",
              "training", "easy", ("optimizers", "training"), "good_global_norm.py", defaults={"eps": 1e-6}, wave=3),
+    Exercise("attention_backward", ("attention_backward",),
+             "softmax attention's backward pass by hand: dq, dk, dv under any mask, empty rows zero, no autograd",
+             "training", "medium", ("attention", "masking"), "good_closed_form.py", wave=3),
 )
 
 _BY_NAME: dict[str, Exercise] = {e.name: e for e in INDEX}

@@ -26,6 +26,7 @@ moves the output by far more than these bounds on the cases built to reveal it.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -388,3 +389,15 @@ def twice_probes(cases: list[Case], n: int = 3) -> list[Case]:
             case.extra = {**case.extra, "twice": True}
             marked += 1
     return cases
+
+
+def tuple_elements(case: Case, names: Sequence[str], dtype_of: Callable[[int], Any]) -> list[Case]:
+    """`case` split into one case per returned element (`Case.extra["tuple"]`), all on the very same inputs.
+
+    Twin `i` is named "<name>: <names[i]>", grades element `i` alone in `dtype_of(i)` and carries
+    ctx["what"] / ctx["pick"] for the reference and the variants (rmsnorm_backward, attention_backward).
+    """
+    return [dataclasses.replace(
+        case, name=f"{case.name}: {what}", out_dtype=dtype_of(pick), ctx={**case.ctx, "what": what, "pick": pick},
+        extra={**case.extra, "tuple": {"names": list(names), "pick": pick}},
+    ) for pick, what in enumerate(names)]

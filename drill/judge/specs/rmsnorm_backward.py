@@ -15,13 +15,20 @@ Autograd in any form is trapped in the child (spec.FORBIDDEN_AUTOGRAD).
 
 from __future__ import annotations
 
-import dataclasses
-
 import torch
 
 from drill.judge.registry import default
 from drill.judge.spec import FORBIDDEN_AUTOGRAD, FORBIDDEN_NORM, FORBIDDEN_NORM_CLASSES, Bug, Case, Diagnosis, Spec
-from drill.judge.specs._common import DTYPES, TOLERANCES, Draw, call_case, diagnoses, repeat_after, twice_probes
+from drill.judge.specs._common import (
+    DTYPES,
+    TOLERANCES,
+    Draw,
+    call_case,
+    diagnoses,
+    repeat_after,
+    tuple_elements,
+    twice_probes,
+)
 from drill.judge.specs._norm import half_precision_stats
 
 TARGET = "rmsnorm_backward"
@@ -109,11 +116,7 @@ def _case(d: Draw, name: str, shape: tuple[int, ...], *, eps=None, dtype="float3
 
 def _pair(case: Case) -> list[Case]:
     """`case` grading grad_x and its twin grading grad_weight, on the very same inputs."""
-    return [dataclasses.replace(
-        case, name=f"{case.name}: {what}", out_dtype=case.args["x" if pick == 0 else "weight"].dtype,
-        ctx={**case.ctx, "what": what, "pick": pick},
-        extra={**case.extra, "tuple": {"names": list(OUTPUTS), "pick": pick}},
-    ) for pick, what in enumerate(OUTPUTS)]
+    return tuple_elements(case, OUTPUTS, lambda pick: case.args["x" if pick == 0 else "weight"].dtype)
 
 
 def make_cases(seed: int) -> list[Case]:
