@@ -6,7 +6,7 @@ modules built on them. Every function takes `impl=None|"fused"|"math"`; see
 """
 
 from .alibi import alibi_bias, alibi_slopes
-from .attention import causal_mask, grouped_query_attention, multi_head_attention, sdpa
+from .attention import attention_backward, causal_mask, grouped_query_attention, multi_head_attention, sdpa
 from .backend import get_impl, set_impl, use_impl
 from .clip import clip_grad_norm
 from .flash import attention_lse, flash_attention_tiled
@@ -37,6 +37,7 @@ __all__ = [
     "alibi_bias",
     "alibi_slopes",
     "apply_rope",
+    "attention_backward",
     "attention_lse",
     "causal_mask",
     "clip_grad_norm",

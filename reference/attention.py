@@ -290,3 +290,34 @@ def grouped_query_attention(
         v = torch.cat([past_kv[1], v], dim=-2)
     out = sdpa(q, k, v, causal=causal, impl=impl)
     return F.linear(_merge_heads(out), w_o), (k, v)
+
+
+def attention_backward(
+    q: Tensor, k: Tensor, v: Tensor, grad_out: Tensor, mask: Tensor | None = None
+) -> tuple[Tensor, Tensor, Tensor]:
+    """(dq, dk, dv): the gradients of sum(sdpa(q, k, v, mask) * grad_out), in closed form.
+
+    With s = 1/sqrt(d_k), P the masked softmax of q k^T s over the keys (a row
+    with no allowed key has P = 0, as `sdpa` gives it), dv = P^T grad_out,
+    dP = grad_out v^T, dS = P * (dP - rowsum(dP * P)), dq = s dS k and
+    dk = s dS^T q. Computed in fp32 (fp64 stays fp64), each returned in its
+    input's dtype. q, k, v share their leading dims; `mask` broadcasts to
+    (..., T_q, T_k).
+    """
+    acc = acc_dtype(q.dtype)
+    qf, kf, vf, gf = (t.to(acc) for t in (q, k, v, grad_out))
+    s = 1.0 / math.sqrt(q.shape[-1])
+    scores = (qf @ kf.transpose(-2, -1)) * s
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    top = scores.amax(dim=-1, keepdim=True)
+    top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))  # a row with no allowed key: exp(-inf) = 0
+    e = torch.exp(scores - top)
+    total = e.sum(dim=-1, keepdim=True)
+    p = e / torch.where(total > 0, total, torch.ones_like(total))
+    dv = p.transpose(-2, -1) @ gf
+    dp = gf @ vf.transpose(-2, -1)
+    ds = p * (dp - (dp * p).sum(dim=-1, keepdim=True))
+    dq = (ds @ kf) * s
+    dk = (ds.transpose(-2, -1) @ qf) * s
+    return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)

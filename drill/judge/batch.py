@@ -138,6 +138,13 @@ def summary_table(results: list[Any], elapsed_s: float | None = None, width: int
     # Rich's box: a rule between cells and at both ends, one space of padding each side of a cell; the
     # padding at the table's two edges goes only when the longest file name would not fit otherwise.
     room = width - sum(widths[1:]) - 3 * len(headers) - 1
+    # Still too narrow for a whole file name (a long exercise name beside the longest id): the time column
+    # goes, the one cell nobody types.
+    whole = max((len(row[0]) for row, r in zip(rows, results, strict=True) if row[0] == f"{r.exercise}.py"),
+                default=0)  # the names that may not fold
+    timed = room + 2 >= whole
+    if not timed:
+        room += widths[4] + 3
     pad_edge = room >= widths[0]
     file_width = max(16, room if pad_edge else room + 2)
     table = Table(title=title, show_header=True, header_style="bold", title_justify="left", pad_edge=pad_edge)
@@ -145,9 +152,11 @@ def summary_table(results: list[Any], elapsed_s: float | None = None, width: int
     table.add_column("result", no_wrap=True)
     table.add_column("tests", justify="right", no_wrap=True)
     table.add_column("diagnosis / advisories", min_width=widths[3])
-    table.add_column("time", justify="right", no_wrap=True)
+    if timed:
+        table.add_column("time", justify="right", no_wrap=True)
     for r, (name, status, tests, note, took) in zip(results, rows, strict=True):
-        table.add_row(name, Text(status, style=STYLE.get(r.status, "")), tests, Text(note, no_wrap=True), took)
+        cells = (name, Text(status, style=STYLE.get(r.status, "")), tests, Text(note, no_wrap=True))
+        table.add_row(*cells, *((took,) if timed else ()))
     return table
 
 

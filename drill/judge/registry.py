@@ -168,6 +168,9 @@ INDEX: tuple[Exercise, ...] = (
     Exercise("dpo", ("sequence_logprobs", "dpo_loss"),
              "response log-probabilities with the next-token shift, and DPO's sigmoid loss with detached rewards",
              "training", "medium", ("post_training",), "good_trl_style.py", wave=3),
+    Exercise("attention_backward", ("attention_backward",),
+             "softmax attention's backward pass by hand: dq, dk, dv under any mask, empty rows zero, no autograd",
+             "training", "medium", ("attention", "masking"), "good_closed_form.py", wave=3),
 )
 
 _BY_NAME: dict[str, Exercise] = {e.name: e for e in INDEX}
