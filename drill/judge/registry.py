@@ -21,7 +21,8 @@ from typing import Any
 
 from drill.errors import UserError
 
-TRACKS = ("attention", "positions", "norms", "mlp", "inference", "training", "kernels", "block")
+TRACKS = ("attention", "positions", "norms", "mlp", "inference", "training", "backprop", "post_training",
+          "kernels", "block")
 DIFFICULTIES = ("easy", "medium", "hard")
 DEVICES = ("any", "cuda")
 
@@ -128,7 +129,7 @@ INDEX: tuple[Exercise, ...] = (
              defaults={"NORM_TOPK_PROB": True}, wave=2),
     Exercise("rmsnorm_backward", ("rmsnorm_backward",),
              "RMSNorm's backward pass by hand: grad_x and grad_weight, no autograd",
-             "training", "medium", ("normalization",), "good_closed_form.py", defaults={"eps": 1e-6}, wave=2),
+             "backprop", "medium", ("normalization",), "good_closed_form.py", defaults={"eps": 1e-6}, wave=2),
     Exercise("triton_rmsnorm", ("rms_norm",),
              "RMSNorm as a @triton.jit kernel and its launcher: any width, fp32/fp16/bf16, strided inputs",
              "kernels", "hard", ("normalization", "flash"), "good_one_row_per_program.py",
@@ -141,11 +142,11 @@ INDEX: tuple[Exercise, ...] = (
              "training", "easy", ("optimizers", "training"), "good_global_norm.py", defaults={"eps": 1e-6}, wave=3),
     Exercise("layernorm_backward", ("layernorm_backward",),
              "LayerNorm's backward pass by hand: dx, dweight and dbias from the closed form, no autograd",
-             "training", "medium", ("normalization", "training"), "good_closed_form.py", defaults={"eps": 1e-5},
+             "backprop", "medium", ("normalization", "training"), "good_closed_form.py", defaults={"eps": 1e-5},
              wave=3),
     Exercise("cross_entropy_backward", ("cross_entropy_backward",),
              "the gradient of the mean cross-entropy by hand: softmax minus the smoothed target, ignored rows 0",
-             "training", "medium", ("loss", "training"), "good_softmax_minus_target.py",
+             "backprop", "medium", ("loss", "training"), "good_softmax_minus_target.py",
              defaults={"ignore_index": -100, "label_smoothing": 0.0}, wave=3),
     Exercise("quant_matmul", ("quantize_rowwise", "int8_matmul"),
              "symmetric int8 codes with a scale per row, and their matmul summed exactly in integers",
@@ -160,17 +161,17 @@ INDEX: tuple[Exercise, ...] = (
              "training", "medium", ("optimizers", "training"), "good_plain_loop.py", wave=3),
     Exercise("grpo", ("group_advantages", "grpo_clip_loss"),
              "GRPO's group-normalised advantages and its clipped loss, each sequence averaged over its own tokens",
-             "training", "medium", ("post_training",), "good_reshape_keepdim.py",
+             "post_training", "medium", ("post_training",), "good_reshape_keepdim.py",
              defaults={"normalize_by_std": True, "eps": 1e-6}, wave=3),
     Exercise("ppo_gae", ("gae", "ppo_clip_loss"),
              "generalised advantage estimation by a reverse scan that stops at episode ends, and PPO's clipped loss",
-             "training", "medium", ("post_training",), "good_reverse_loop.py", wave=3),
+             "post_training", "medium", ("post_training",), "good_reverse_loop.py", wave=3),
     Exercise("dpo", ("sequence_logprobs", "dpo_loss"),
              "response log-probabilities with the next-token shift, and DPO's sigmoid loss with detached rewards",
-             "training", "medium", ("post_training",), "good_trl_style.py", wave=3),
+             "post_training", "medium", ("post_training",), "good_trl_style.py", wave=3),
     Exercise("attention_backward", ("attention_backward",),
              "softmax attention's backward pass by hand: dq, dk, dv under any mask, empty rows zero, no autograd",
-             "training", "medium", ("attention", "masking"), "good_closed_form.py", wave=3),
+             "backprop", "medium", ("attention", "masking"), "good_closed_form.py", wave=3),
 )
 
 _BY_NAME: dict[str, Exercise] = {e.name: e for e in INDEX}
