@@ -101,7 +101,7 @@ def train_bpe(text: str, vocab_size: int, special_tokens: list[str]) -> tuple[di
     pairs: dict[tuple[bytes, bytes], int] = defaultdict(int)
     holders: dict[tuple[bytes, bytes], set[int]] = defaultdict(set)
     for w, (word, f) in enumerate(zip(words, freqs, strict=True)):
-        for pair in zip(word, word[1:]):
+        for pair in zip(word, word[1:], strict=False):
             pairs[pair] += f
             holders[pair].add(w)
     merges: list[tuple[bytes, bytes]] = []
@@ -117,13 +117,13 @@ def train_bpe(text: str, vocab_size: int, special_tokens: list[str]) -> tuple[di
             if len(new) == len(word):  # a stale back-reference: the pair left this word earlier
                 continue
             f = freqs[w]
-            for pair in zip(word, word[1:]):
+            for pair in zip(word, word[1:], strict=False):
                 left = pairs[pair] - f
                 if left:
                     pairs[pair] = left
                 else:
                     del pairs[pair]
-            for pair in zip(new, new[1:]):
+            for pair in zip(new, new[1:], strict=False):
                 pairs[pair] += f
                 holders[pair].add(w)
             words[w] = new
@@ -177,7 +177,7 @@ class Tokenizer:
             return hit
         parts = [bytes([c]) for c in token]
         while len(parts) > 1:
-            ranked = [(self.ranks.get(p, -1), p) for p in zip(parts, parts[1:])]
+            ranked = [(self.ranks.get(p, -1), p) for p in zip(parts, parts[1:], strict=False)]
             ranked = [(r, p) for r, p in ranked if r >= 0]
             if not ranked:
                 break

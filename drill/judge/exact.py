@@ -308,15 +308,16 @@ def compare_answers(data: Any, expected: Any, schema: Any, item: str = "element"
 
     if want is None:
         if isinstance(data, str) and isinstance(expected, str):
-            i = next((j for j, (a, b) in enumerate(zip(data, expected)) if a != b), min(len(data), len(expected)))
+            i = next((j for j, (a, b) in enumerate(zip(data, expected, strict=False)) if a != b),
+                     min(len(data), len(expected)))
             return fail(f"got {show(data, schema)}, expected {show(expected, schema)} (they differ from character "
                         f"{i} on)")
         return fail(f"got {show(data, schema)}, expected {show(expected, schema)}")
     sub = schema[1] if schema[0] == "list" else schema[2]
     have = _elements(data, schema) or []
     if schema[0] == "list":
-        n_diff = sum(a != b for a, b in zip(data, expected)) + abs(len(data) - len(expected))
-        for i, (a, b) in enumerate(zip(data, expected)):
+        n_diff = sum(a != b for a, b in zip(data, expected, strict=False)) + abs(len(data) - len(expected))
+        for i, (a, b) in enumerate(zip(data, expected, strict=False)):
             if a != b:
                 return fail(f"{item} {i}: got {show(a, sub)}, expected {show(b, sub)} (the first of {n_diff} "
                             f"differences; {len(data)} {item}s, expected {len(expected)})")

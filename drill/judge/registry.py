@@ -140,7 +140,7 @@ INDEX: tuple[Exercise, ...] = (
              "global-norm gradient clipping in place, as torch.nn.utils.clip_grad_norm_, over a list or a generator",
              "training", "easy", ("optimizers", "training"), "good_global_norm.py", defaults={"eps": 1e-6}, wave=3),
     Exercise("bpe", ("train_bpe", "Tokenizer"),
-             "byte-level BPE as GPT-2 and CS336 train it: merges with the greater-pair tie rule, encode by rank, decode",
+             "byte-level BPE as GPT-2 and CS336 train it: the greater-pair tie rule, encode by merge rank, decode",
              "training", "medium", ("tokenization",), "good_incremental_dict.py", imports=("regex",), wave=3),
 )
 

@@ -24,6 +24,7 @@ The bug variants rerun each case's program in the parent with one knob changed (
 
 from __future__ import annotations
 
+import itertools
 import random
 import re
 import statistics
@@ -135,7 +136,7 @@ _UNI = ("café naïve résumé über straße Ελληνικά λόγος при�
 def english_like(rng: random.Random, n_chars: int, specials: tuple[str, ...] = (), rate: float = 0.0) -> str:
     """Words in a Zipf-like mix (common words, made-up ones from syllables), punctuation, digits, newlines."""
     made = ["".join(rng.choice(_SYL) for _ in range(rng.randint(1, 4))) for _ in range(600)]
-    weights = [1.0 / (i + 1) for i in range(len(made))]
+    cum = list(itertools.accumulate(1.0 / (i + 1) for i in range(len(made))))
     out: list[str] = []
     size = 0
     while size < n_chars:
@@ -143,7 +144,7 @@ def english_like(rng: random.Random, n_chars: int, specials: tuple[str, ...] = (
         if r < 0.6:
             w = rng.choice(_COMMON)
         elif r < 0.95:
-            w = rng.choices(made, weights)[0]
+            w = rng.choices(made, cum_weights=cum)[0]
         else:
             w = str(rng.randint(0, 2000))
         if rng.random() < 0.08:
@@ -159,8 +160,13 @@ def english_like(rng: random.Random, n_chars: int, specials: tuple[str, ...] = (
             out.append(rng.choice(specials))
         size += len(w) + 1
     text = ""
-    for piece in out:
-        text += piece if piece in (",", ".", "!", "?", ";", ":") or not text else " " + piece
+    glue = False
+    for piece in out:  # a special token glued to both neighbours, as between two documents
+        if piece in specials:
+            text, glue = text + piece, True
+            continue
+        text += piece if glue or piece in (",", ".", "!", "?", ";", ":") or not text else " " + piece
+        glue = False
     return text
 
 
@@ -176,7 +182,7 @@ def speed_text(seed: int) -> str:
 
 PAT = regex.compile(r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
 DEFAULT_TRAIN = (("tie", "greater"), ("pre", "pat"), ("special", "drop"), ("count", "each"), ("merge", "ltr"))
-DEFAULT_TOK = (("order", "rank"), ("special", "whole"), ("decode", "joined"))
+DEFAULT_TOK = (("order", "rank"), ("special", "whole"), ("decode", "joined"), ("merge", "ltr"))
 
 
 def _special_re(specials: tuple[str, ...], shortest: bool = False) -> re.Pattern | None:
@@ -233,7 +239,7 @@ def _merge(word: list[bytes], a: bytes, b: bytes, how: str = "ltr") -> list[byte
 
 
 def _count(word: tuple[bytes, ...], how: str) -> list[tuple[bytes, bytes]]:
-    pairs = list(zip(word, word[1:]))
+    pairs = list(zip(word, word[1:], strict=False))
     if how == "once":
         return list(dict.fromkeys(pairs))
     if how == "nonoverlap":
@@ -307,7 +313,7 @@ def _ids(vocab: dict[int, bytes], specials: tuple[str, ...]) -> tuple[dict[int, 
     return vocab, ids
 
 
-def _encode_word(parts: list[bytes], ranks: dict, order: str) -> list[bytes]:
+def _encode_word(parts: list[bytes], ranks: dict, order: str, merge: str = "ltr") -> list[bytes]:
     if order == "single_pass":  # one greedy left-to-right scan
         out, i = [], 0
         while i < len(parts):
@@ -319,7 +325,7 @@ def _encode_word(parts: list[bytes], ranks: dict, order: str) -> list[bytes]:
                 i += 1
         return out
     while len(parts) > 1:
-        present = [p for p in zip(parts, parts[1:]) if p in ranks]
+        present = [p for p in zip(parts, parts[1:], strict=False) if p in ranks]
         if not present:
             break
         if order == "frequency":
@@ -327,7 +333,7 @@ def _encode_word(parts: list[bytes], ranks: dict, order: str) -> list[bytes]:
             best = min(present, key=lambda p: (-c[p], ranks[p]))
         else:
             best = min(present, key=ranks.get)
-        parts = _merge(parts, *best)
+        parts = _merge(parts, *best, merge)
     return parts
 
 
@@ -343,7 +349,7 @@ def _encode(vocab: dict[int, bytes], merges: list, specials: tuple[str, ...], te
             out.append(piece.encode("utf-8"))
             continue
         for tok in _pretokens(piece, "pat"):
-            out.extend(_encode_word([bytes([c]) for c in tok.encode("utf-8")], ranks, k["order"]))
+            out.extend(_encode_word([bytes([c]) for c in tok.encode("utf-8")], ranks, k["order"], k["merge"]))
     return out if as_bytes else [ids[b] for b in out]
 
 
@@ -495,6 +501,9 @@ def make_cases(seed: int) -> list[Case]:
     size = rng.choice([256 + 1 + rng.randint(1, 5), rng.randint(400, 700), rng.randint(900, 1200)])
     cases += _train_cases(f"English-like text, vocab_size {size}", english, size, [EOT], vocab=True)
     cases += _train_cases("no special tokens", english[:800], 256 + rng.randint(30, 90), [])
+    # many short documents joined by <|endoftext|> with no space: deleting the token would join "end" + "start"
+    docs = EOT.join(f"Once {rng.choice(_COMMON)} end" for _ in range(rng.randint(25, 40)))
+    cases += _train_cases("documents glued by the special token", docs, 256 + 1 + rng.randint(15, 30), [EOT])
     # encode on the grader's vocabulary
     grader = (english, rng.randint(450, 700), [EOT, double])
     sample = english_like(rng, 300, (EOT, double), 0.05)
@@ -504,6 +513,11 @@ def make_cases(seed: int) -> list[Case]:
     cases.append(_encode_case("runs of one letter", (runs, 256 + 10, []), [], "aaaaaaa baaab " + runs[:60]))
     cases.append(_encode_case("a special token the vocab lacks gets the next free id", (english, 400, []), ["<|x|>"],
                               english_like(rng, 120) + "<|x|>" + english_like(rng, 60)))
+    # (a, b) ranks before (b, a), but "bababa" holds (b, a) more often: by rank b ab ab a, by frequency ba ba ba
+    k = rng.randint(3, 6)
+    ranked = ("ab " * (k + 2) + "ba " * k + "cab", 256 + 8, [])
+    cases.append(_encode_case("rank, not frequency, picks the merge", ranked, [],
+                              " ".join("ba" * rng.randint(3, 5) + rng.choice(["", "b", "x"]) for _ in range(3))))
     # encode on the learner's own vocabulary, decode, and the round trip
     cases.append(_own_encode_case("English-like", (english, 500, [EOT]), [EOT], sample.replace(double, EOT)))
     cases.append(_own_encode_case("unicode", (uni, 256 + 1 + 60, [EOT]), [EOT], unicode_text(rng, 25)))
@@ -633,6 +647,11 @@ BPE_VARIANTS: list[tuple[str, str, Callable[[Case], Any]]] = [
     ("bpe_overlap_count", "non-overlapping occurrences", _variant({"count": "nonoverlap"})),
     ("bpe_overlap_merge", "merged right to left", _variant({"merge": "rtl"})),
     ("bpe_overlap_merge", "overlapping occurrences merged", _variant({"merge": "dup"})),
+    # one merge helper shared by train_bpe and encode, as most files have it
+    ("bpe_overlap_merge", "merged right to left, in training and in encode", _variant({"merge": "rtl"},
+                                                                                     {"merge": "rtl"})),
+    ("bpe_overlap_merge", "overlapping occurrences merged, in training and in encode", _variant({"merge": "dup"},
+                                                                                              {"merge": "dup"})),
     ("bpe_encode_by_frequency", "the most frequent pair of the pre-token first", _variant(tok={"order": "frequency"})),
     ("bpe_encode_single_pass", "one greedy left-to-right pass", _variant(tok={"order": "single_pass"})),
     ("bpe_special_split", "special tokens run through the merges", _variant(tok={"special": "split"})),
