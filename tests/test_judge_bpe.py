@@ -154,3 +154,15 @@ def test_a_full_recount_is_stopped_and_named(tmp_path: Path) -> None:
     speed = [t for t in r.tests if t.name.startswith("speed:")]
     assert speed and speed[0].status == "fail" and ("stopped after" in speed[0].message or "x the" in speed[0].message)
     assert all(t.status == "pass" for t in r.tests if not t.name.startswith("speed:"))
+
+
+def test_regex_is_allowed_for_bpe_only_and_the_tokenizer_libraries_never() -> None:
+    from drill.judge.policy import check_source
+
+    ok = "import re\nimport regex\nP = regex.compile(r'\\p{L}+')\nS = re.compile('a|b')\n"
+    assert check_source(ok, extra=("regex",)) == []
+    assert check_source(ok)  # another exercise: refused
+    for lib in ("tiktoken", "tokenizers", "sentencepiece", "transformers"):
+        found = check_source(f"import {lib}\n", extra=("regex",))
+        assert found and found[0].line == 1, lib
+    assert check_source("import torch\nf = torch.compile\n", extra=("regex",))  # compile stays refused on torch
