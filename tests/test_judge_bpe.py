@@ -166,3 +166,14 @@ def test_regex_is_allowed_for_bpe_only_and_the_tokenizer_libraries_never() -> No
         found = check_source(f"import {lib}\n", extra=("regex",))
         assert found and found[0].line == 1, lib
     assert check_source("import torch\nf = torch.compile\n", extra=("regex",))  # compile stays refused on torch
+
+
+def test_a_wrong_python_type_is_named_in_the_contracts_terms(tmp_path: Path) -> None:
+    source = (SOLUTIONS / "good_incremental_dict.py").read_text()
+    as_text = "    return vocab, [(a.decode('latin-1'), b) for a, b in merges]"
+    source = source.replace("    return vocab, merges", as_text)
+    path = tmp_path / "bpe.py"
+    path.write_text(source)
+    r = check_file(path, seed=2)
+    assert r.status == "fail" and r.diagnosis.id == "wrong_type"
+    assert "train_bpe[1][0][0] is str" in r.diagnosis_detail and "torch.Tensor" not in r.diagnosis.fix

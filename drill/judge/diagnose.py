@@ -157,6 +157,17 @@ TUPLE_TYPE = Diagnosis(
 )
 
 
+# `wrong_type` worded for an "exact" case (exact.py: plain Python answers such as bpe's merges): the generic fix
+# ("return a torch.Tensor") would contradict the contract there.
+EXACT_TYPE = Diagnosis(
+    "wrong_type",
+    "Wrong return type: not the contract's Python types",
+    "The graded call must return the plain Python values the contract gives (bytes, int, str, lists, tuples, "
+    "dicts of those); yours returned another type at the place the detail names.",
+    "Return exactly the types of the contract's signature: e.g. bytes, not str, for tokens and merges.",
+)
+
+
 @dataclass
 class CaseEval:
     """Everything the parent knows about one case after the run."""
@@ -290,6 +301,8 @@ def _from_values(evals: list[CaseEval], by_status: dict[str, list[CaseEval]], bu
             message = ev.record.get("message", "")
             tuple_wanted = status == "wrong_type" and ("instead of a tuple" in str(message)
                                                        or "in the tuple" in str(message))
+            if status == "wrong_type" and ev.case.kind == "exact":
+                return Verdict(EXACT_TYPE, message)
             return Verdict(TUPLE_TYPE if tuple_wanted else GENERIC[status], message)
         for ev in evals:
             if reason and ev.forward is not None and ev.forward.reason == reason:
