@@ -157,6 +157,17 @@ TUPLE_TYPE = Diagnosis(
 )
 
 
+# `wrong_type` worded for an "exact" case (exact.py: plain Python answers such as bpe's merges): the generic fix
+# ("return a torch.Tensor") would contradict the contract there.
+EXACT_TYPE = Diagnosis(
+    "wrong_type",
+    "Wrong return type: not the contract's Python types",
+    "The graded call must return the plain Python values the contract gives (bytes, int, str, lists, tuples, "
+    "dicts of those); yours returned another type at the place the detail names.",
+    "Return exactly the types of the contract's signature: e.g. bytes, not str, for tokens and merges.",
+)
+
+
 @dataclass
 class CaseEval:
     """Everything the parent knows about one case after the run."""
@@ -290,6 +301,8 @@ def _from_values(evals: list[CaseEval], by_status: dict[str, list[CaseEval]], bu
             message = ev.record.get("message", "")
             tuple_wanted = status == "wrong_type" and ("instead of a tuple" in str(message)
                                                        or "in the tuple" in str(message))
+            if status == "wrong_type" and ev.case.kind == "exact":
+                return Verdict(EXACT_TYPE, message)
             return Verdict(TUPLE_TYPE if tuple_wanted else GENERIC[status], message)
         for ev in evals:
             if reason and ev.forward is not None and ev.forward.reason == reason:
@@ -624,8 +637,9 @@ def example(cases: list[CaseEval]) -> str:
         return ""
     ev = min(failing, key=simplicity)
     fw = ev.forward
-    if fw.worst_got is None or fw.worst_expected is None:
-        return f"; simplest failing test: '{ev.case.name}'"
+    if fw.worst_got is None or fw.worst_expected is None:  # an exact answer (exact.py) says what differs
+        said = f": {fw.brief}" if ev.case.kind == "exact" and fw.brief else ""
+        return f"; simplest failing test: '{ev.case.name}'{said}"
     at = f" {fw.where}" if fw.where else (f" at {list(fw.worst_index)}" if fw.worst_index else "")
     return (f"; simplest failing test: '{ev.case.name}', got {_num(fw.worst_got)}, expected "
             f"{_num(fw.worst_expected)}{at}")

@@ -148,6 +148,14 @@ ALLOWED_SUMMARY = (
 # out, refused on any object in such a file (triton.knobs can swap the compiler hook, triton.runtime loads
 # binaries, triton.backends and triton.tools run compilers and drivers).
 EXTRA_IMPORTS: dict[str, dict] = {
+    # bpe: GPT-2's pre-tokenizer needs the `regex` package (\p{L}, \p{N}); `re` splits at the special tokens.
+    # `compile` is refused everywhere else (torch.compile); here on a name bound by `import regex` / `import re`.
+    "regex": {
+        "modules": ("regex", "re"),
+        "prefixes": (),
+        "exempt": frozenset({"compile"}),
+        "blocked": frozenset(),
+    },
     "triton": {
         "modules": ("triton", "triton.language"),
         "prefixes": ("triton.language.",),

@@ -172,6 +172,9 @@ INDEX: tuple[Exercise, ...] = (
     Exercise("attention_backward", ("attention_backward",),
              "softmax attention's backward pass by hand: dq, dk, dv under any mask, empty rows zero, no autograd",
              "backprop", "medium", ("attention", "masking"), "good_closed_form.py", wave=3),
+    Exercise("bpe", ("train_bpe", "Tokenizer"),
+             "byte-level BPE as GPT-2 and CS336 train it: the greater-pair tie rule, encode by merge rank, decode",
+             "training", "medium", ("tokenization",), "good_incremental_dict.py", imports=("regex",), wave=3),
 )
 
 _BY_NAME: dict[str, Exercise] = {e.name: e for e in INDEX}
