@@ -232,6 +232,9 @@ def repeat_probe(case: Case, first: dict[str, Any], *, vary: tuple[str, ...] = (
         else:
             assert other == value or name in vary, name
     case.repeat = {name: first[name] for name in case.args}  # the child passes them in the graded call's order
+    # Values only: a backward through the graded call could also reach the first call's graph (the loss specs
+    # build theirs with gradients to logp; their other cases grade those).
+    case.upstream, case.grad_inputs, case.grad_params = None, (), False
     if vary:
         case.ctx["repeat_vary"] = tuple(vary)
     return case
