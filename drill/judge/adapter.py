@@ -74,8 +74,12 @@ def _plain(t: torch.Tensor) -> torch.Tensor:
     return t.detach().cpu().clone()
 
 
-def run_scenario(cls: Any, extra: dict, tensors: dict, target: str = "LoRALinear") -> torch.Tensor:
-    """Build cls(base, r, alpha) on the scenario's base, run what `extra["returns"]` asks, return that tensor."""
+def run_scenario(cls: Any, extra: dict, tensors: dict, target: str = "LoRALinear",
+                 first: dict | None = None) -> torch.Tensor:
+    """Build cls(base, r, alpha) on the scenario's base, run what `extra["returns"]` asks, return that tensor.
+
+    `first`: a repeat-call probe's first inputs (spec.Case.repeat): the layer is called on first["x"] just before
+    the graded call (output not graded), so a layer that keeps state between calls shows it."""
     base = _base(extra, tensors)
     r, n_in, n_out = int(extra["r"]), int(extra["in"]), int(extra["out"])
     torch.manual_seed(int(extra["seed"]))
@@ -106,6 +110,8 @@ def run_scenario(cls: Any, extra: dict, tensors: dict, target: str = "LoRALinear
         with torch.no_grad():
             out = merged(x) if returns == "merged" else layer(x)
         return _plain(out)
+    if first is not None:
+        layer(first["x"].clone())
     if returns == "forward":
         return _plain(layer(x))
     if returns == "frozen":
@@ -131,5 +137,9 @@ def run_case(mod: Any, case: dict, tensors: dict, host: Any) -> dict[str, torch.
     """Execute one adapter case; returns {"out": tensor} for the parent to compare."""
     refs = dict(zip(case["arg_names"], case["args"], strict=True))
     named = {name: tensors[ref["t"]] for name, ref in refs.items() if isinstance(ref, dict) and "t" in ref}
+    first = None
+    if case.get("repeat"):
+        first = {name: tensors[ref["t"]] for name, ref in zip(case["arg_names"], case["repeat"], strict=True)
+                 if isinstance(ref, dict) and "t" in ref}
     cls = getattr(mod, case["target"])
-    return {"out": host.plain(run_scenario(cls, case["extra"], named, case["target"]))}
+    return {"out": host.plain(run_scenario(cls, case["extra"], named, case["target"], first))}

@@ -140,7 +140,7 @@ class _Variant(Reference):
 def run(cls, case: Case) -> torch.Tensor:
     """The scenario run on a layer class in the parent, leaving the parent's own global generator as it was."""
     with torch.random.fork_rng(devices=[]):
-        return adapter.run_scenario(cls, case.extra, case.args)
+        return adapter.run_scenario(cls, case.extra, case.args, first=case.repeat)
 
 
 def variant(**knobs):
@@ -234,7 +234,14 @@ def make_cases(seed: int) -> list[Case]:
     r = d.int(2, 8)
     cases += _scenario(d, "in != out", dtype="bfloat16", bias=False, n_in=d.int(20, 40), n_out=d.int(8, 18), r=r,
                        alpha=_alpha(d, r), lead=(d.int(3, 6),))
-    return cases + [_init_case(d)]
+    # Drawn after the others, so their inputs are unchanged for a seed: the same layer called on another x just
+    # before the graded forward (a layer that caches its low-rank product, or x, answers from the first call).
+    n = d.int(10, 20)
+    r = d.int(2, 6)
+    probe = _scenario(d, "repeat call: forward twice on one layer", dtype="float32", bias=True, n_in=n,
+                      n_out=d.int(21, 30), r=r, alpha=_alpha(d, r), lead=(d.int(2, 5),))[0]
+    probe.repeat = {**probe.args, "x": d.normal(*probe.args["x"].shape)}
+    return cases + [probe, _init_case(d)]
 
 
 # ---------------------------------------------------------------- the init, judged in the parent
