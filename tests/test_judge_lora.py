@@ -87,13 +87,16 @@ def test_the_cases_reach_the_contracts_space(seed: int) -> None:
 def test_every_variant_fails_some_test(seed: int) -> None:
     cases = [c for c in _prepared(seed) if c.judge is None]
     for bug in lora.SPEC.bugs:
+        transposed = bug.diagnosis.id == "lora_merge_transposed"
         failing = []
         for c in cases:
             got = bug.fn(c)
             if got is not None and not compare(got, c.expected, TOL(c)).ok:
                 failing.append(c.name)
+                if not transposed:
+                    break
         assert failing, f"{bug.label} changes no test at seed {seed}"
-        if bug.diagnosis.id == "lora_merge_transposed":
+        if transposed:  # in != out cannot be added at all (the learner's merge raises there)
             assert all("in == out" in name for name in failing)
 
 
@@ -150,10 +153,11 @@ class _PeftLayout(nn.Module):
 
 
 def test_the_executor_reads_peft_layout_and_names_a_missing_factor() -> None:
-    case = next(c for c in _prepared(0) if c.extra["returns"] == "forward" and c.extra["dtype"] == "float32")
+    cases = _prepared(0)
+    case = next(c for c in cases if c.extra["returns"] == "forward" and c.extra["dtype"] == "float32")
     got = adapter.run_scenario(_PeftLayout, case.extra, case.args)
     assert compare(got, case.expected, TOL(case)).ok
-    grad = next(c for c in _prepared(0) if c.extra["returns"] == "grad_A" and c.extra["dtype"] == "float32")
+    grad = next(c for c in cases if c.extra["returns"] == "grad_A" and c.extra["dtype"] == "float32")
     assert compare(adapter.run_scenario(_PeftLayout, grad.extra, grad.args), grad.expected, TOL(grad)).ok
 
     class NoB(_PeftLayout):

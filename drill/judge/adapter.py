@@ -62,7 +62,8 @@ def factor(layer: Any, name: str, shape: tuple[int, ...], target: str) -> torch.
 
 def _base(extra: dict, tensors: dict) -> torch.nn.Linear:
     dtype = getattr(torch, extra["dtype"])
-    base = torch.nn.Linear(extra["in"], extra["out"], bias=bool(extra["bias"]), dtype=dtype)
+    # on the inputs' device (a `--device cuda` check moves them there), as a user's model would be
+    base = torch.nn.Linear(extra["in"], extra["out"], bias=bool(extra["bias"]), dtype=dtype, device=tensors["w"].device)
     with torch.no_grad():
         base.weight.copy_(tensors["w"])
         if base.bias is not None:
