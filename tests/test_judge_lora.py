@@ -174,3 +174,25 @@ def test_peft_is_refused() -> None:
     assert not policy.import_allowed("peft")
     assert policy.check_source("import peft\n")
     assert policy.check_source("from peft import LoraConfig\n")
+
+
+def test_a_merged_layer_in_another_dtype_or_without_the_bias_is_told_so() -> None:
+    case = next(c for c in _prepared(0) if c.extra["returns"] == "merged" and c.extra["dtype"] == "bfloat16"
+                and c.extra["bias"])
+
+    class Fp32Merge(LoRALinear):
+        def merged(self):
+            m = super().merged()
+            return m.float()
+
+    class NoBias(LoRALinear):
+        def merged(self):
+            m = super().merged()
+            m.bias = None
+            return m
+
+    for cls, words in ((Fp32Merge, "torch.float32"), (NoBias, "no bias")):
+        with pytest.raises(adapter.ContractError) as err:
+            adapter.run_scenario(cls, case.extra, case.args)
+        assert err.value.status == "wrong_type" and words in str(err.value), str(err.value)
+

@@ -103,7 +103,7 @@ def run_scenario(cls: Any, extra: dict, tensors: dict, target: str = "LoRALinear
         if not isinstance(merged, torch.nn.Linear):
             raise ContractError("wrong_type", f"{target}.merged() returned a {_type_name(merged)}, not an nn.Linear")
         if merged.weight.dtype != base.weight.dtype:
-            raise ContractError("wrong_dtype", f"{target}.merged()'s weight is {merged.weight.dtype}, the base's is "
+            raise ContractError("wrong_type", f"{target}.merged()'s weight is {merged.weight.dtype}, the base's is "
                                                f"{base.weight.dtype}: cast the merged weight back to the base's dtype")
         if (merged.bias is None) != (base.bias is None):
             raise ContractError("wrong_type", f"{target}.merged() has {'no' if merged.bias is None else 'a'} bias, "
