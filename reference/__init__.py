@@ -11,6 +11,7 @@ from .backend import get_impl, set_impl, use_impl
 from .clip import clip_grad_norm
 from .flash import attention_lse, flash_attention_tiled
 from .kv_cache import KVCache
+from .lora import LoRALinear
 from .loss import cross_entropy, cross_entropy_backward
 from .mlp import SwiGLU, ffn_hidden_dim, swiglu
 from .model import Attention, Decoder, LlamaConfig, PastKVAttention, copy_weights, llama_block
@@ -30,6 +31,7 @@ __all__ = [
     "KVCache",
     "LayerNorm",
     "LlamaConfig",
+    "LoRALinear",
     "MoE",
     "PastKVAttention",
     "RMSNorm",
