@@ -171,6 +171,10 @@ INDEX: tuple[Exercise, ...] = (
     Exercise("attention_backward", ("attention_backward",),
              "softmax attention's backward pass by hand: dq, dk, dv under any mask, empty rows zero, no autograd",
              "training", "medium", ("attention", "masking"), "good_closed_form.py", wave=3),
+    Exercise("flash_attention_backward", ("flash_attention_backward",),
+             "FlashAttention-2's backward in tiles: P rebuilt from lse, D from out, dq/dk/dv accumulated, no autograd",
+             "training", "hard", ("flash", "attention"), "good_kv_outer.py",
+             defaults={"BLOCK_Q": 64, "BLOCK_K": 64}, wave=3),
 )
 
 _BY_NAME: dict[str, Exercise] = {e.name: e for e in INDEX}
