@@ -21,6 +21,14 @@ itself (their values are graded by the ordinary cases):
   which the tracker saw no score tensor is `flash_tiling_unmeasured`: a
   failure, never a pass.
 
+flash_attention_backward's tiling cases (`extra["backward"]`) call
+fn(q, k, v, out, lse, grad_out, causal) with (out, lse) computed before the
+tracker starts, and label grad_out "G" and v "V" as well, so dP = grad_out
+v^T is a score-like tensor too; with causal=True the child also measures a
+causal=False call on the same inputs (`nc_products`), and `judge_backward`
+bounds the ratio of q.k products by the share of visible tiles.
+`extra_passes` is that exercise's advisory: more than two passes.
+
 Like the audits, the measurement is reported by the learner's process; a
 forged one could pass these tests, never the value tests.
 """
