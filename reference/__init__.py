@@ -9,7 +9,7 @@ from .alibi import alibi_bias, alibi_slopes
 from .attention import attention_backward, causal_mask, grouped_query_attention, multi_head_attention, sdpa
 from .backend import get_impl, set_impl, use_impl
 from .clip import clip_grad_norm
-from .flash import attention_lse, flash_attention_tiled
+from .flash import attention_lse, flash_attention_backward_tiled, flash_attention_tiled
 from .kv_cache import KVCache
 from .lora import LoRALinear
 from .loss import cross_entropy, cross_entropy_backward
@@ -48,6 +48,7 @@ __all__ = [
     "cross_entropy",
     "cross_entropy_backward",
     "ffn_hidden_dim",
+    "flash_attention_backward_tiled",
     "flash_attention_tiled",
     "filter_logits",
     "get_impl",

@@ -132,3 +132,48 @@ def flash_attention_tiled(
         out[:, :, q0:q1] = torch.where(seen.unsqueeze(-1), o / l_sum.clamp_min(1e-30).unsqueeze(-1), 0.0)
         lse[:, :, q0:q1] = torch.where(seen, m + torch.log(l_sum.clamp_min(1e-30)), float("-inf")).float()
     return out.to(q.dtype), lse
+
+
+def flash_attention_backward_tiled(
+    q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor, grad_out: Tensor, causal: bool = False, *,
+    block_q: int = 64, block_k: int = 64, scale: float | None = None,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """FlashAttention-2's backward in PyTorch: (dq, dk, dv) in q's, k's, v's dtypes, accumulated in fp32.
+
+    D = rowsum(grad_out * out) once; then key tiles outside, query tiles
+    inside (each key tile's dk, dv finished before the next; dq accumulated
+    across key tiles), P rebuilt per tile as exp(S - lse) (0 on a row with
+    lse = -inf), tiles entirely above the bottom-right diagonal skipped. Only
+    a (block_q, block_k) tile of S, P, dP or dS exists at a time.
+    """
+    _check(q, k, v)
+    b, h, t_q, d = q.shape
+    t_k = k.shape[-2]
+    scale = 1.0 / math.sqrt(d) if scale is None else scale
+    acc = acc_dtype(q.dtype)
+    qf, kf, vf, gf = (t.to(acc) for t in (q, k, v, grad_out))
+    lse_f = lse.to(acc)
+    dead = torch.isneginf(lse_f)
+    lse_safe = lse_f.masked_fill(dead, float("inf"))  # exp(s - inf) = 0: a row that sees no key adds nothing
+    big_d = (gf * out.to(acc)).sum(dim=-1)
+    dq = torch.zeros_like(qf)
+    dk = torch.zeros_like(kf)
+    dv = torch.zeros_like(vf)
+    offset = t_k - t_q
+    for k0 in range(0, t_k, block_k):
+        k1 = min(k0 + block_k, t_k)
+        kt, vt = kf[:, :, k0:k1], vf[:, :, k0:k1]
+        first_q = max(0, k0 - offset) if causal else 0  # query tiles before it see none of these keys
+        for q0 in range((first_q // block_q) * block_q, t_q, block_q):
+            q1 = min(q0 + block_q, t_q)
+            s = (qf[:, :, q0:q1] @ kt.transpose(-2, -1)) * scale
+            if causal and k1 - 1 > offset + q0:  # the tile crosses the diagonal
+                rows = torch.arange(q0, q1, device=q.device).unsqueeze(-1) + offset
+                s = s.masked_fill(torch.arange(k0, k1, device=q.device) > rows, float("-inf"))
+            p = torch.exp(s - lse_safe[:, :, q0:q1].unsqueeze(-1))
+            g_t = gf[:, :, q0:q1]
+            dv[:, :, k0:k1] += p.transpose(-2, -1) @ g_t
+            ds = p * (g_t @ vt.transpose(-2, -1) - big_d[:, :, q0:q1].unsqueeze(-1))
+            dq[:, :, q0:q1] += (ds @ kt) * scale
+            dk[:, :, k0:k1] += (ds.transpose(-2, -1) @ qf[:, :, q0:q1]) * scale
+    return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype)

@@ -230,6 +230,8 @@ SCATTERS = {"index_put", "index_put_", "slice_scatter", "select_scatter", "index
             "masked_scatter", "masked_scatter_", "scatter", "scatter_", "copy_", "_softmax", "_log_softmax",
             "_safe_softmax", "softmax", "log_softmax", "constant_pad_nd", "pad", "reflection_pad1d",
             "replication_pad1d", "detach", "alias", "lift_fresh", "lift_fresh_copy"}
+# Score-like labels: "S" scores and what is computed from them (P, dS), "D" the backward's dP = grad_out v^T.
+SCORE_LABELS = frozenset({"S", "D"})
 REDUCTIONS = {"sum", "mean", "amax", "amin", "max", "min", "logsumexp", "prod", "norm", "linalg_vector_norm"}
 
 
@@ -240,7 +242,11 @@ class ScoreTracker(StorageTracker):
     through views, copies, pointwise ops and softmax; a contraction (or a sum
     of elementwise products) of data carrying both Q and K makes scores "S";
     anything computed from scores by a contraction (p @ v) or a reduction
-    (row max, row sum) is no longer scores. Per storage it keeps the largest
+    (row max, row sum) is no longer scores. For flash_attention_backward the
+    grad_out and v handed to the call are labelled "G" and "V" too: their
+    contraction dP = grad_out v^T is "D", score-like (it is as large as a
+    score tile), though not a q.k product; a reduction over data holding both
+    P and dP (D = rowsum(P * dP)) is counted in `d_from_p`. Per storage it keeps the largest
     float score storage seen (elements per (batch, head) = ceil(numel / (B*H)),
     its shape, dtype and the learner's line), and counts the q.k products and
     the scores they computed. `line_of` is the child's learner_line_of_stack.
@@ -255,13 +261,22 @@ class ScoreTracker(StorageTracker):
         self.computed = 0  # scores computed by q.k products, per (batch, head)
         self.largest: dict = {"per_bh": 0, "numel": 0, "line": 0, "dtype": "", "shape": []}
         self._counted: set[int] = set()
+        self.d_from_p = 0  # reductions over data holding both P and dP (flash_attention_backward's rowsum(P * dP))
 
     def made(self, name: str, func, seen: frozenset) -> frozenset:
         qk = {"Q", "K"} <= seen
+        gv = {"G", "V"} <= seen  # grad_out and v (the backward's dP = grad_out v^T), when labelled
+        scores = seen & SCORE_LABELS
         if name in CONTRACTIONS:
-            return frozenset() if "S" in seen else (frozenset({"S"}) if qk else seen)
+            if scores:
+                return frozenset()
+            return frozenset({"S"}) if qk else (frozenset({"D"}) if gv else seen)
         if name in REDUCTIONS or torch.Tag.reduction in getattr(func, "tags", ()):
-            return frozenset({"S"}) if qk and "S" not in seen else frozenset()
+            if {"S", "D"} <= seen:  # rowsum(P * dP): the backward's D taken from the probabilities
+                self.d_from_p += 1
+            if scores:
+                return frozenset()
+            return frozenset({"S"}) if qk else (frozenset({"D"}) if gv else frozenset())
         if getattr(func, "is_view", False) or name in MOVEMENT or name in SCATTERS or torch.Tag.pointwise in getattr(
                 func, "tags", ()):
             return seen
@@ -274,19 +289,21 @@ class ScoreTracker(StorageTracker):
             self.largest["ptr"] = None
 
     def measure(self, p: int, o: torch.Tensor, name: str, seen: frozenset) -> None:
-        if "S" not in self.labels.get(p, frozenset()) or not o.is_floating_point():
+        labels = self.labels.get(p, frozenset())
+        if not labels & SCORE_LABELS or not o.is_floating_point():
             return
         numel = self.live[p][0] // max(1, o.element_size())
         per_bh = -(-numel // self.batch_heads)
         if p not in self._counted:
             self._counted.add(p)
             self.score_storages += 1
-            if "S" not in seen:  # a fresh q.k product, not scores derived from scores
+            if "S" in labels and "S" not in seen:  # a fresh q.k product, not scores derived from scores
                 self.products += 1
                 self.computed += -(-o.numel() // self.batch_heads)
         if per_bh > self.largest["per_bh"]:
             line, _ = self.line_of()
             self.largest = {"per_bh": per_bh, "numel": numel, "line": int(line or 0), "ptr": p,
+                            "kind": 1 if "S" in labels else 2,  # 1: scores, P or dS; 2: dP alone
                             "dtype": str(o.dtype).replace("torch.", ""), "shape": [int(n) for n in o.shape]}
         elif p == self.largest.get("ptr") and o.numel() == numel:  # a view of it, as the learner's code sees it
             self.largest["shape"] = [int(n) for n in o.shape]  # (matmul's (B*H, T, T) comes back as (B, H, T, T))

@@ -178,6 +178,10 @@ INDEX: tuple[Exercise, ...] = (
     Exercise("bpe", ("train_bpe", "Tokenizer"),
              "byte-level BPE as GPT-2 and CS336 train it: the greater-pair tie rule, encode by merge rank, decode",
              "training", "medium", ("tokenization",), "good_incremental_dict.py", imports=("regex",), wave=3),
+    Exercise("flash_attention_backward", ("flash_attention_backward",),
+             "FlashAttention-2's backward in tiles: P rebuilt from lse, D from out, dq/dk/dv accumulated, no autograd",
+             "backprop", "hard", ("flash", "attention"), "good_kv_outer.py",
+             defaults={"BLOCK_Q": 64, "BLOCK_K": 64}, wave=3),
 )
 
 _BY_NAME: dict[str, Exercise] = {e.name: e for e in INDEX}

@@ -21,6 +21,14 @@ itself (their values are graded by the ordinary cases):
   which the tracker saw no score tensor is `flash_tiling_unmeasured`: a
   failure, never a pass.
 
+flash_attention_backward's tiling cases (`extra["backward"]`) call
+fn(q, k, v, out, lse, grad_out, causal) with (out, lse) computed before the
+tracker starts, and label grad_out "G" and v "V" as well, so dP = grad_out
+v^T is a score-like tensor too; with causal=True the child also measures a
+causal=False call on the same inputs (`nc_products`), and `judge_backward`
+bounds the ratio of q.k products by the share of visible tiles.
+`extra_passes` is that exercise's advisory: more than two passes.
+
 Like the audits, the measurement is reported by the learner's process; a
 forged one could pass these tests, never the value tests.
 """
@@ -39,8 +47,9 @@ DTYPES = ("", "float32", "float16", "bfloat16", "float64")
 SHAPE_DIMS = 6
 FIELDS = ("version", "score_storages", "products", "computed", "largest_per_bh", "largest_numel", "largest_line",
           "largest_dtype", "largest_ndim", *(f"shape{i}" for i in range(SHAPE_DIMS)), "t_q", "t_k", "block_q",
-          "block_k", "batch", "heads")
-VERSION = 1
+          "block_k", "batch", "heads", "largest_kind", "d_from_p", "nc_products", "nc_computed")
+VERSION = 2
+KINDS = ("", "scores", "dP")  # largest_kind: scores, probabilities or dS (from q.k), or dP (grad_out v^T) alone
 
 
 def block_problem(value: Any, name: str) -> str | None:
@@ -93,20 +102,72 @@ def run_case(mod: Any, case: dict, tensors: dict, host: Any) -> dict[str, torch.
             return host.learner_line_of_stack()
 
     fn = getattr(mod, case["target"])
+    causal = bool(extra["causal"])
+    backward = bool(extra.get("backward"))
     with torch.no_grad():
-        tracker = audit.ScoreTracker({audit._ptr(q): "Q", audit._ptr(k): "K"}, b * h, line_of)
+        if backward:  # flash_attention_backward: (out, lse) of the inputs, computed before the tracker starts
+            g = torch.randn(b, h, t_q, d, generator=gen)
+            sources = {audit._ptr(q): "Q", audit._ptr(k): "K", audit._ptr(v): "V", audit._ptr(g): "G"}
+            given = {c: _forward(q, k, v, c) for c in {causal, False}}
+
+            def call(c: bool) -> Any:
+                return fn(q, k, v, *given[c], g, c)
+        else:
+            sources = {audit._ptr(q): "Q", audit._ptr(k): "K"}
+
+            def call(c: bool) -> Any:
+                return fn(q, k, v, c)
+        tracker = audit.ScoreTracker(sources, b * h, line_of)
         with tracker:
-            result = fn(q, k, v, bool(extra["causal"]))
+            result = call(causal)
         del result
+        nc_products = nc_computed = 0
+        if backward and causal:  # the same inputs with causal=False: the products ratio's denominator
+            plain = audit.ScoreTracker(sources, b * h, line_of)
+            with plain:
+                result = call(False)
+            del result
+            nc_products, nc_computed = plain.products, plain.computed
+        elif backward:
+            nc_products, nc_computed = tracker.products, tracker.computed
     big = tracker.largest
     shape = (list(big["shape"]) + [0] * SHAPE_DIMS)[:SHAPE_DIMS]
     dtype = DTYPES.index(big["dtype"]) if big["dtype"] in DTYPES else 0
     values = [VERSION, tracker.score_storages, tracker.products, tracker.computed, big["per_bh"], big["numel"],
-              big["line"], dtype, len(big["shape"]), *shape, t_q, t_k, bq, bk, b, h]
+              big["line"], dtype, len(big["shape"]), *shape, t_q, t_k, bq, bk, b, h, int(big.get("kind", 0)),
+              tracker.d_from_p, nc_products, nc_computed]
     return {"out": torch.tensor(values, dtype=torch.int64)}
 
 
+def _forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """(out, lse) of attention, bottom-right causal; a row that sees no key gets 0 and -inf (the backward's input)."""
+    t_q, t_k = q.shape[-2], k.shape[-2]
+    s = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+    if causal:
+        future = torch.arange(t_k)[None, :] > torch.arange(t_q)[:, None] + (t_k - t_q)
+        s = s.masked_fill(future, float("-inf"))
+    lse = torch.logsumexp(s, dim=-1)
+    p = torch.exp(s - lse.masked_fill(torch.isinf(lse), 0.0)[..., None])
+    return p @ v, lse
+
+
 # --------------------------------------------------------------- parent side
+
+
+def own_blocks(attrs: dict) -> tuple[tuple[int, int] | None, str]:
+    """The file's own (BLOCK_Q, BLOCK_K) from the attributes the child read back (spec.report_attrs), or
+    (None, why not): missing, not an int, not a power of two from 16 to 256."""
+    own = []
+    for name in BLOCK_NAMES:
+        info = attrs.get(name) if isinstance(attrs.get(name), dict) else {}
+        if not info.get("present"):
+            return None, f"{name} is not defined at module level"
+        problem = block_problem(info.get("value"), name) if info.get("type") == "int" else \
+            f"{name} is a {info.get('type')}, not an int"
+        if problem is not None:
+            return None, problem
+        own.append(int(info["value"]))
+    return (own[0], own[1]), ""
 
 
 def parse(got: Any) -> dict[str, int] | None:
@@ -132,6 +193,40 @@ def min_scores(t_q: int, t_k: int, bq: int, bk: int) -> tuple[int, int, int]:
     return scores, tiles, total
 
 
+def _memory(data: dict[str, int], blocks: tuple[int, int], own: tuple[int, int] | None, grader_set: bool,
+            noun: str = "score", plural: str = "scores") -> tuple[str, str, str] | None:
+    """(message, short, "not_tiled" or "blocks_ignored") when more than a tile of scores was alive, else None."""
+    bq, bk = blocks
+    limit = bq * bk
+    per_bh = data["largest_per_bh"]
+    if per_bh <= limit:
+        return None
+    shape = tuple(data[f"shape{i}"] for i in range(min(data["largest_ndim"], SHAPE_DIMS)))
+    dtype = DTYPES[data["largest_dtype"]] if 0 < data["largest_dtype"] < len(DTYPES) else "float"
+    line = f" at line {data['largest_line']}" if data["largest_line"] else ""
+    held = f"a {dtype} {noun} tensor of shape {shape}{line}"
+    scores = f"{per_bh} {plural} per (batch, head), more than BLOCK_Q * BLOCK_K = {bq} * {bk} = {limit}"
+    # The file's own tile size, although the grader set another: only telling when the lengths exceed that tile
+    # (else a whole row block against every key fits in it too).
+    if grader_set and own is not None and own != blocks and per_bh <= own[0] * own[1] and len(shape) >= 2 \
+            and shape[-2] <= own[0] and shape[-1] <= own[1] and data["t_q"] > own[0] and data["t_k"] > own[1]:
+        return (f"with BLOCK_Q={bq}, BLOCK_K={bk} set by the grader, the code held {held}: {scores}; that is a tile "
+                f"of the file's own {own[0]} x {own[1]}", f"tiles of {own[0]}x{own[1]}, not the {bq}x{bk} set",
+                "blocks_ignored")
+    return f"the code held {held}: {scores}", f"{shape} {plural} alive{line} > {bq}x{bk}", "not_tiled"
+
+
+def _unmeasured(got: Any) -> tuple[dict[str, int] | None, str, str]:
+    data = parse(got)
+    if data is None:
+        return None, "could not measure the tiling: the measurement was malformed", "could not measure"
+    if data["products"] == 0 or data["score_storages"] == 0:
+        return None, ("could not measure the tiling: no q.k score tensor was seen during the call (computed on "
+                      "another thread, outside PyTorch ops, or by an op the tracker does not follow)"), \
+            "could not measure: no score tensor seen"
+    return data, "", ""
+
+
 def judge(got: Any, *, causal: bool, blocks: tuple[int, int], own: tuple[int, int] | None, grader_set: bool,
           diagnoses: dict[str, Any]) -> Any:
     """A Comparison for one tiling case (see the module docstring); `own` is the file's own (BLOCK_Q, BLOCK_K)."""
@@ -140,31 +235,14 @@ def judge(got: Any, *, causal: bool, blocks: tuple[int, int], own: tuple[int, in
     def fail(message: str, short: str, diagnosis_id: str) -> Any:
         return Comparison(False, "measurement", message, short=short, diagnosis=diagnoses[diagnosis_id])
 
-    data = parse(got)
+    data, message, short = _unmeasured(got)
     if data is None:
-        return fail("could not measure the tiling: the measurement was malformed", "could not measure",
-                    "flash_tiling_unmeasured")
-    if data["products"] == 0 or data["score_storages"] == 0:
-        return fail("could not measure the tiling: no q.k score tensor was seen during the call (computed on another "
-                    "thread, outside PyTorch ops, or by an op the tracker does not follow)",
-                    "could not measure: no score tensor seen", "flash_tiling_unmeasured")
+        return fail(message, short, "flash_tiling_unmeasured")
     bq, bk = blocks
-    limit = bq * bk
-    per_bh = data["largest_per_bh"]
-    shape = tuple(data[f"shape{i}"] for i in range(min(data["largest_ndim"], SHAPE_DIMS)))
-    dtype = DTYPES[data["largest_dtype"]] if 0 < data["largest_dtype"] < len(DTYPES) else "float"
-    line = f" at line {data['largest_line']}" if data["largest_line"] else ""
-    what = f"a {dtype} score tensor of shape {shape}{line}"
-    if per_bh > limit:
-        scores = f"{per_bh} scores per (batch, head), more than BLOCK_Q * BLOCK_K = {bq} * {bk} = {limit}"
-        # The file's own tile size, although the grader set another: only telling when the lengths exceed that tile
-        # (else a whole row block against every key fits in it too).
-        if grader_set and own is not None and own != blocks and per_bh <= own[0] * own[1] and len(shape) >= 2 \
-                and shape[-2] <= own[0] and shape[-1] <= own[1] and data["t_q"] > own[0] and data["t_k"] > own[1]:
-            return fail(f"with BLOCK_Q={bq}, BLOCK_K={bk} set by the grader, the code held {what}: {scores}; that "
-                        f"is a tile of the file's own {own[0]} x {own[1]}",
-                        f"tiles of {own[0]}x{own[1]}, not the {bq}x{bk} set", "flash_blocks_ignored")
-        return fail(f"the code held {what}: {scores}", f"{shape} scores alive{line} > {bq}x{bk}", "flash_not_tiled")
+    memory = _memory(data, blocks, own, grader_set)
+    if memory is not None:
+        message, short, key = memory
+        return fail(message, short, "flash_blocks_ignored" if key == "blocks_ignored" else "flash_not_tiled")
     if causal:
         need, tiles, total = min_scores(data["t_q"], data["t_k"], bq, bk)
         # Both counts over the minimum: a padded last tile computes extra scores in the right number of
@@ -175,3 +253,64 @@ def judge(got: Any, *, causal: bool, blocks: tuple[int, int], own: tuple[int, in
                         f"above the diagonal leaves {need} ({tiles} of {total} tiles)",
                         f"{data['computed']} scores computed, {need} needed", "flash_causal_tiles_not_skipped")
     return Comparison(True, "", "")
+
+
+# The backward's ids, by the role each plays in `judge_backward` (the spec maps them to its diagnoses).
+BACKWARD_ROLES = ("unmeasured", "full_p", "d_from_p", "blocks_ignored", "causal_tiles")
+
+
+def judge_backward(got: Any, *, causal: bool, blocks: tuple[int, int], own: tuple[int, int] | None,
+                   grader_set: bool, diagnoses: dict[str, Any]) -> Any:
+    """flash_attention_backward's tiling case: memory as the forward's (P, dP and dS counted with the scores, and a
+    row-sum of P * dP named), then with causal=True the q.k products against a causal=False call on the same inputs:
+    their ratio may not exceed the share of tiles not entirely above the diagonal. `diagnoses` maps each of
+    BACKWARD_ROLES to a Diagnosis."""
+    from drill.judge.compare import Comparison
+
+    def fail(message: str, short: str, role: str) -> Any:
+        return Comparison(False, "measurement", message, short=short, diagnosis=diagnoses[role])
+
+    data, message, short = _unmeasured(got)
+    if data is None:
+        return fail(message, short, "unmeasured")
+    noun = "dP" if data["largest_kind"] == 2 else "score/probability/dS"
+    memory = _memory(data, blocks, own, grader_set, noun, "dP values" if noun == "dP" else "scores")
+    if memory is not None:
+        message, short, key = memory
+        if key == "blocks_ignored":
+            return fail(message, short, "blocks_ignored")
+        if data["d_from_p"]:
+            return fail(message + "; D was summed from P * dP over those rows (D = rowsum(grad_out * out) needs no "
+                        "probabilities)", short, "d_from_p")
+        return fail(message, short, "full_p")
+    if causal:
+        bq, bk = blocks
+        _, tiles, total = min_scores(data["t_q"], data["t_k"], bq, bk)
+        got_c, got_nc = data["products"], data["nc_products"]
+        if got_nc <= 0:
+            return fail("could not measure the tiling: the causal=False call made no q.k product", "could not measure",
+                        "unmeasured")
+        if got_c * total > tiles * got_nc:  # products ratio above the visible tiles' share, exactly
+            return fail(f"with causal=True (T_q={data['t_q']}, T_k={data['t_k']}, tiles {bq}x{bk}) the code made "
+                        f"{got_c} q.k products against {got_nc} with causal=False on the same inputs, a ratio of "
+                        f"{got_c / got_nc:.3f}; skipping the tiles entirely above the diagonal gives at most "
+                        f"{tiles}/{total} = {tiles / total:.3f}",
+                        f"causal/plain products {got_c}/{got_nc} > {tiles}/{total}", "causal_tiles")
+    return Comparison(True, "", "")
+
+
+def extra_passes(got: Any, causal: bool) -> str | None:
+    """The advisory of one backward tiling case: q.k work beyond two passes over the visible tiles, or None.
+
+    Both counts must exceed two passes (as the forward's causal check): a finer loop makes more products over
+    the right scores, a padded tile more scores in the right products."""
+    data = parse(got)
+    if data is None or not data["products"]:
+        return None
+    need, tiles, _ = min_scores(data["t_q"], data["t_k"], data["block_q"], data["block_k"]) if causal else \
+        (data["t_q"] * data["t_k"], -(-data["t_q"] // data["block_q"]) * -(-data["t_k"] // data["block_k"]), 0)
+    if data["products"] > 2 * tiles and data["computed"] > 2 * need:
+        return (f"{data['products']} q.k products computing {data['computed']} scores (T_q={data['t_q']}, "
+                f"T_k={data['t_k']}, causal={causal}): more than two passes over the {tiles} visible tiles "
+                f"({need} scores each pass)")
+    return None

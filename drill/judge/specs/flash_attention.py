@@ -179,19 +179,12 @@ def reference(case: Case):
 
 def prepare(cases: list[Case], attrs: dict):
     """The file's own BLOCK_Q / BLOCK_K, checked, handed to every case (the variants and the tiling judge need them)."""
-    own = []
-    for name in tiling.BLOCK_NAMES:
-        info = attrs.get(name) if isinstance(attrs.get(name), dict) else {}
-        if not info.get("present"):
-            return FD["flash_block_invalid"], f"{name} is not defined at module level"
-        problem = tiling.block_problem(info.get("value"), name) if info.get("type") == "int" else \
-            f"{name} is a {info.get('type')}, not an int"
-        if problem is not None:
-            return FD["flash_block_invalid"], problem
-        own.append(int(info["value"]))
+    own, problem = tiling.own_blocks(attrs)
+    if own is None:
+        return FD["flash_block_invalid"], problem
     for case in cases:
-        case.ctx["own"] = tuple(own)
-        case.ctx.setdefault("blocks", tuple(own))
+        case.ctx["own"] = own
+        case.ctx.setdefault("blocks", own)
     return None
 
 
