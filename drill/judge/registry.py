@@ -171,6 +171,9 @@ INDEX: tuple[Exercise, ...] = (
     Exercise("attention_backward", ("attention_backward",),
              "softmax attention's backward pass by hand: dq, dk, dv under any mask, empty rows zero, no autograd",
              "training", "medium", ("attention", "masking"), "good_closed_form.py", wave=3),
+    Exercise("speculative_decoding", ("verify",),
+             "one verification step of speculative sampling: p / q acceptance, the residual, the bonus token",
+             "inference", "medium", ("decoding", "sampling"), "good_loop_searchsorted.py", wave=3),
 )
 
 _BY_NAME: dict[str, Exercise] = {e.name: e for e in INDEX}
