@@ -1014,13 +1014,18 @@ def _run_map(fn, target: str, rows: list, returns: str):
     return torch.tensor([int(v) if dtype == torch.int64 else float(v) for v in values], dtype=dtype)
 
 
-def int_list(got, target: str) -> torch.Tensor:
-    """A call case's answer that the contract makes a Python list of ints (extra "returns": "int_list",
-    speculative_decoding's verify), as an int64 tensor the parent compares exactly. A tensor, a tuple or a
-    list holding bools or floats is the wrong type: the contract says list[int]."""
+def ints_of(got, target: str) -> list:
+    """A call's answer that the contract makes a Python list of ints (extra "returns": "int_list",
+    speculative_decoding's verify), checked: a tensor, a tuple or a list holding bools or floats is the wrong
+    type, since the contract says list[int]."""
     if not isinstance(got, list) or any(isinstance(v, bool) or not isinstance(v, int) for v in got):
         raise ContractError("wrong_type", f"{target} returned {type_name(got)} ({got!r:.80}) instead of a list of ints")
-    return torch.tensor(got, dtype=torch.int64)
+    return got
+
+
+def int_list(got, target: str) -> torch.Tensor:
+    """That list as an int64 tensor, which the parent compares exactly."""
+    return torch.tensor(ints_of(got, target), dtype=torch.int64)
 
 
 class RandomStateChanged(Exception):
@@ -1045,19 +1050,21 @@ def rng_unchanged(run, target: str):
 
 def over_rows(call, args: list, case: dict) -> torch.Tensor:
     """Many calls in one case (extra "over": arg names split along dim 0, "width": the longest answer): call i gets
-    row i of those args (a fresh copy) and the others whole; each answer a list of ints, padded with -1 into one
-    (N, width) int64 tensor that the case's judge reads (speculative_decoding's distribution check)."""
+    row i of those args and the others whole, the same tensors for every call (an edit in place shows in the
+    later calls' answers); each answer a list of ints, padded with -1 into one (N, width) int64 tensor that the
+    case's judge reads (speculative_decoding's distribution check). The loop itself does no torch work beyond the
+    learner's: 30 000 calls under the child's traps cost what the learner's code costs."""
     extra, target = case["extra"], case["target"]
-    split = [name in extra["over"] for name in case["arg_names"]]
-    n = next(a.shape[0] for a, s in zip(args, split, strict=True) if s)
+    split = [a.unbind(0) if name in extra["over"] else None for name, a in zip(case["arg_names"], args, strict=True)]
+    n = len(next(rows for rows in split if rows is not None))
     width = int(extra["width"])
-    out = torch.full((n, width), -1, dtype=torch.int64)
+    answers = []
     for i in range(n):
-        got = int_list(call(*[a[i].clone() if s else a.clone() for a, s in zip(args, split, strict=True)]), target)
-        if got.numel() > width:
-            raise ContractError("wrong_shape", f"{target} returned {got.numel()} ints, at most {width} are possible")
-        out[i, :got.numel()] = got
-    return out
+        got = ints_of(call(*[a if rows is None else rows[i] for a, rows in zip(args, split, strict=True)]), target)
+        if len(got) > width:
+            raise ContractError("wrong_shape", f"{target} returned {len(got)} ints, at most {width} are possible")
+        answers.append(got + [-1] * (width - len(got)))
+    return torch.tensor(answers, dtype=torch.int64).reshape(n, width)
 
 
 def _run_case(mod, case: dict, tensors: dict) -> dict:
@@ -1127,13 +1134,15 @@ def _run_case(mod, case: dict, tensors: dict) -> dict:
     if raises:
         return {"out": raised(call, args, raises)}
     extra = case.get("extra") or {}
+    if extra.get("over"):  # many calls, one answer tensor (the case's judge reads it); the generators watched once
+        if extra.get("rng_unchanged"):
+            return {"out": rng_unchanged(lambda: over_rows(call, args, case), target)}
+        return {"out": over_rows(call, args, case)}
     if extra.get("rng_unchanged"):  # random numbers are inputs: the global generators must not move
         plain_call = call
 
         def call(*values):
             return rng_unchanged(lambda: plain_call(*values), target)
-    if extra.get("over"):  # many calls, one answer tensor (the case's judge reads it)
-        return {"out": over_rows(call, args, case)}
     out = call(*args)
     if extra.get("returns") == "int_list":
         out = int_list(out, target)
