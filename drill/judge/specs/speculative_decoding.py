@@ -125,8 +125,12 @@ def _steps(dt: torch.Tensor, q: torch.Tensor, p: torch.Tensor, u: torch.Tensor, 
             out.append(x)
             continue
         rejected = True
-        uu = {"last": lambda: float(u[k]), "own": lambda: float(u[i]),
-              "rescaled": lambda: (float(u[i]) - ratio) / (1.0 - ratio)}[final_u]()
+        if final_u == "own":
+            uu = float(u[i])
+        elif final_u == "rescaled":
+            uu = (float(u[i]) - ratio) / (1.0 - ratio)
+        else:
+            uu = float(u[k])
         if accept == "greedy_argmax":
             out.append(int(torch.argmax(p[i])))
         elif final == "target":
