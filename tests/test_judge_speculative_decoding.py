@@ -129,8 +129,10 @@ def test_a_failing_list_names_the_first_differing_position_and_the_lengths() -> 
     said = name_the_list(failed, torch.tensor([1, 3]), torch.tensor([1, 2, 4]))
     assert said.message == "got [1, 3], expected [1, 2, 4]: first differs at position 1 (got 3, expected 2); " \
                            "2 ints instead of 3"
+    assert (said.worst_got, said.worst_expected, said.where) == (3, 2, "at position 1 of [1, 3] vs [1, 2, 4]")
     said = name_the_list(failed, torch.tensor([1, 2]), torch.tensor([1, 2, 4]))
     assert "the same up to position 1; 2 ints instead of 3" in said.message
+    assert (said.worst_got, said.worst_expected, said.where) == (2, 3, "ints in [1, 2] vs [1, 2, 4]")
 
 
 HEAD = "import random\nimport torch\n\n\ndef verify(draft_tokens, draft_probs, target_probs, uniforms):\n"

@@ -273,4 +273,11 @@ def name_the_list(comparison: Comparison, got: Any, expected: Any) -> Comparison
         detail += f"the same up to position {at - 1}" if at else "one of them is empty"
     if len(a) != len(b):
         detail += f"; {len(a)} ints instead of {len(b)}"
-    return replace(comparison, message=detail, short=detail)
+    # the bug matching's "simplest failing test" line: "got 3, expected 2 at position 1 of [1, 3] vs [1, 2, 4]"
+    # or, with the same prefix, "got 2, expected 3 ints in [1, 2] vs [1, 2, 4]"
+    if at < min(len(a), len(b)):
+        got_v, want_v, where = a[at], b[at], f"at position {at} of {show(a)} vs {show(b)}"
+    else:
+        got_v, want_v, where = len(a), len(b), f"ints in {show(a)} vs {show(b)}"
+    return replace(comparison, message=detail, short=detail, worst_got=float(got_v), worst_expected=float(want_v),
+                   where=where)
