@@ -529,7 +529,7 @@ def _evaluate(spec: Any, cases: list, child: Any, events: list) -> list:
     """Phase 3: every case compared: forward output, then gradients (CaseEval per case, in order)."""
     import torch
 
-    from drill.judge.compare import Comparison, compare, name_the_call
+    from drill.judge.compare import Comparison, compare, name_the_call, name_the_list
     from drill.judge.diagnose import CaseEval, again_check
     from drill.judge.inmodel_verdict import compare_tokens, is_token_case
 
@@ -574,6 +574,8 @@ def _evaluate(spec: Any, cases: list, child: Any, events: list) -> list:
                                  zeros=case.zeros, what=case.ctx.get("what", "output"))
             if case.kind == "map":  # one call per row: say which call is off
                 ev.forward = name_the_call(ev.forward, case.target, case.rows)
+            if case.extra.get("returns") == "int_list":  # a list of ints: the first position that differs
+                ev.forward = name_the_list(ev.forward, got, case.expected)
             if case.ctx.get("locate") is not None:  # where the worst element lies (adamw: the step, the parameter)
                 ev.forward = case.ctx["locate"](ev.forward)
         again = saved.get("again")  # a determinism probe's second output (specs/_common.twice_probes)

@@ -1015,6 +1015,59 @@ def _run_map(fn, target: str, rows: list, returns: str):
     return torch.tensor([int(v) if dtype == torch.int64 else float(v) for v in values], dtype=dtype)
 
 
+def ints_of(got, target: str) -> list:
+    """A call's answer that the contract makes a Python list of ints (extra "returns": "int_list",
+    speculative_decoding's verify), checked: a tensor, a tuple or a list holding bools or floats is the wrong
+    type, since the contract says list[int]."""
+    if not isinstance(got, list) or any(isinstance(v, bool) or not isinstance(v, int) for v in got):
+        raise ContractError("wrong_type", f"{target} returned {type_name(got)} ({got!r:.80}) instead of a list of ints")
+    return got
+
+
+def int_list(got, target: str) -> torch.Tensor:
+    """That list as an int64 tensor, which the parent compares exactly."""
+    return torch.tensor(ints_of(got, target), dtype=torch.int64)
+
+
+class RandomStateChanged(Exception):
+    """A call that the contract says draws no random numbers changed a global generator (extra "rng_unchanged")."""
+
+
+def rng_unchanged(run, target: str):
+    """`run` (no arguments) checked for randomness of its own: torch's global CPU generator and Python's `random`
+    module must be in the same state after it as before. A change raises RandomStateChanged, whose message the
+    spec's exception_bugs name (speculative_decoding: random numbers are inputs, spec_rng_inside)."""
+    import random
+
+    torch_before, python_before = torch.get_rng_state(), random.getstate()
+    out = run()
+    changed = [name for name, same in (("torch's global generator", torch.equal(torch.get_rng_state(), torch_before)),
+                                       ("Python's random module", random.getstate() == python_before)) if not same]
+    if changed:
+        raise RandomStateChanged(f"{target} changed the global random state ({' and '.join(changed)}): it draws "
+                                 f"random numbers of its own, where the contract passes every random number in")
+    return out
+
+
+def over_rows(call, args: list, case: dict) -> torch.Tensor:
+    """Many calls in one case (extra "over": arg names split along dim 0, "width": the longest answer): call i gets
+    row i of those args and the others whole, the same tensors for every call (an edit in place shows in the
+    later calls' answers); each answer a list of ints, padded with -1 into one (N, width) int64 tensor that the
+    case's judge reads (speculative_decoding's distribution check). The loop itself does no torch work beyond the
+    learner's: 30 000 calls under the child's traps cost what the learner's code costs."""
+    extra, target = case["extra"], case["target"]
+    split = [a.unbind(0) if name in extra["over"] else None for name, a in zip(case["arg_names"], args, strict=True)]
+    n = len(next(rows for rows in split if rows is not None))
+    width = int(extra["width"])
+    answers = []
+    for i in range(n):
+        got = ints_of(call(*[a if rows is None else rows[i] for a, rows in zip(args, split, strict=True)]), target)
+        if len(got) > width:
+            raise ContractError("wrong_shape", f"{target} returned {len(got)} ints, at most {width} are possible")
+        answers.append(got + [-1] * (width - len(got)))
+    return torch.tensor(answers, dtype=torch.int64).reshape(n, width)
+
+
 def _run_case(mod, case: dict, tensors: dict) -> dict:
     """Run one case; return the tensors to save. Raises on any learner failure."""
     if case["kind"] == "inmodel":
@@ -1081,7 +1134,19 @@ def _run_case(mod, case: dict, tensors: dict) -> dict:
     raises = (case.get("extra") or {}).get("raises")
     if raises:
         return {"out": raised(call, args, raises)}
+    extra = case.get("extra") or {}
+    if extra.get("over"):  # many calls, one answer tensor (the case's judge reads it); the generators watched once
+        if extra.get("rng_unchanged"):
+            return {"out": rng_unchanged(lambda: over_rows(call, args, case), target)}
+        return {"out": over_rows(call, args, case)}
+    if extra.get("rng_unchanged"):  # random numbers are inputs: the global generators must not move
+        plain_call = call
+
+        def call(*values):
+            return rng_unchanged(lambda: plain_call(*values), target)
     out = call(*args)
+    if extra.get("returns") == "int_list":
+        out = int_list(out, target)
     if (case.get("extra") or {}).get("tuple"):
         out = tuple_element(out, case["extra"]["tuple"], target)
     if not isinstance(out, torch.Tensor):
@@ -1121,6 +1186,8 @@ def _run_case(mod, case: dict, tensors: dict) -> dict:
     # inputs; the parent compares the two outputs (dropout left active differs, a correct file cannot).
     if (case.get("extra") or {}).get("twice"):
         again = call(*fresh())
+        if case["extra"].get("returns") == "int_list":
+            again = int_list(again, target)
         if case["extra"].get("tuple"):  # the same element of the tuple as the graded call's
             again = tuple_element(again, case["extra"]["tuple"], target)
         if isinstance(again, torch.Tensor):

@@ -251,3 +251,33 @@ def name_the_call(comparison: Comparison, target: str, rows: list[tuple]) -> Com
     detail = f"{call}: got {show(got)}, expected {show(want)}"
     detail += f" ({n_off} of {len(rows)} calls off)" if n_off else ""
     return replace(comparison, message=detail, short=detail)
+
+
+def name_the_list(comparison: Comparison, got: Any, expected: Any) -> Comparison:
+    """A failing list-of-ints answer (a call case with extra "returns": "int_list") said as the lists themselves,
+    the first position where they differ and whether the lengths differ: "got [1, 3], expected [1, 2, 4]: first
+    differs at position 1 (got 3, expected 2); 2 ints instead of 3". An index into a tensor the learner never
+    built, or "shape (2,) vs (3,)", says less."""
+    if comparison.ok or not isinstance(got, torch.Tensor) or got.dim() != 1:
+        return comparison
+    a, b = [int(v) for v in got.tolist()], [int(v) for v in expected.tolist()]
+
+    def show(xs: list[int]) -> str:
+        return f"[{', '.join(map(str, xs[:12]))}{', ...' if len(xs) > 12 else ''}]"
+
+    at = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+    detail = f"got {show(a)}, expected {show(b)}: "
+    if at < min(len(a), len(b)):
+        detail += f"first differs at position {at} (got {a[at]}, expected {b[at]})"
+    else:
+        detail += f"the same up to position {at - 1}" if at else "one of them is empty"
+    if len(a) != len(b):
+        detail += f"; {len(a)} ints instead of {len(b)}"
+    # the bug matching's "simplest failing test" line: "got 3, expected 2 at position 1 of [1, 3] vs [1, 2, 4]"
+    # or, with the same prefix, "got 2, expected 3 ints in [1, 2] vs [1, 2, 4]"
+    if at < min(len(a), len(b)):
+        got_v, want_v, where = a[at], b[at], f"at position {at} of {show(a)} vs {show(b)}"
+    else:
+        got_v, want_v, where = len(a), len(b), f"ints in {show(a)} vs {show(b)}"
+    return replace(comparison, message=detail, short=detail, worst_got=float(got_v), worst_expected=float(want_v),
+                   where=where)

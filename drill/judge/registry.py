@@ -182,6 +182,9 @@ INDEX: tuple[Exercise, ...] = (
              "FlashAttention-2's backward in tiles: P rebuilt from lse, D from out, dq/dk/dv accumulated, no autograd",
              "backprop", "hard", ("flash", "attention"), "good_kv_outer.py",
              defaults={"BLOCK_Q": 64, "BLOCK_K": 64}, wave=3),
+    Exercise("speculative_decoding", ("verify",),
+             "one verification step of speculative sampling: p / q acceptance, the residual, the bonus token",
+             "inference", "medium", ("decoding", "sampling"), "good_loop_searchsorted.py", wave=3),
 )
 
 _BY_NAME: dict[str, Exercise] = {e.name: e for e in INDEX}
