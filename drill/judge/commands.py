@@ -194,17 +194,23 @@ def _exercises_table(attempts: list, best: dict, console: Console | None = None)
                      "best result": f"[{styles.get(status, 'dim')}]{status}[/]", "last attempt": last})
     columns = ["exercise", "track", "level", "attempts", "best result", "last attempt"]
     dropped = list(_OPTIONAL_COLUMNS)
+    padding = 1
     while True:
-        table = Table(show_header=True, header_style="bold")
+        table = Table(show_header=True, header_style="bold", padding=(0, padding))
         for column in columns:
             table.add_column(column, justify="right" if column == "attempts" else "left",
                              no_wrap=column in ("exercise", "best result"))
         for row in rows:
             table.add_row(*(row[c] for c in columns))
         wide = console.options.update_width(10_000) if console is not None else None  # the table's natural width
-        if console is None or not dropped or Measurement.get(console, wide, table).maximum <= console.width:
+        if console is None or Measurement.get(console, wide, table).maximum <= console.width:
             return table
-        columns.remove(dropped.pop(0))
+        if dropped:
+            columns.remove(dropped.pop(0))
+        elif padding:  # the last resort before a cut name: no space inside the cells (40 columns)
+            padding = 0
+        else:
+            return table
 @app.command()
 def hint(
     name: Annotated[str, typer.Argument(help="Exercise name.")],
