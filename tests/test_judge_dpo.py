@@ -97,7 +97,8 @@ def test_cases_cover_the_contract(seed: int) -> None:
         assert (counts >= 2).all() and (c.args["labels"][c.args["response_mask"]] >= 0).all()
     loss = [c for c in cases if c.target == dpo.LOSS and "track_grad" not in c.extra]
     assert {c.ctx["pick"] for c in loss} == {0, 1, 2}
-    assert all((c.grad_inputs == dpo.POLICY) == (c.ctx["pick"] == 0) for c in loss)
+    # gradients to the policy log-probs on the loss element of every case but the repeat probe (values only)
+    assert all((c.grad_inputs == dpo.POLICY) == (c.ctx["pick"] == 0 and c.repeat is None) for c in loss)
     zs = torch.cat([c.args["beta"] * ((c.args["policy_chosen_logps"] - c.args["policy_rejected_logps"])
                                        - (c.args["ref_chosen_logps"] - c.args["ref_rejected_logps"])) for c in loss])
     assert zs.min() < -5e3 and zs.max() > 5e2 and (zs < -5e2).sum() >= 2
