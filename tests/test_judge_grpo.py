@@ -62,6 +62,8 @@ def test_the_reference_is_torch_std_per_group_and_a_token_loop(seed: int) -> Non
         assert torch.equal(direct, got)
         assert got.dtype == torch.float32 and got.shape == ()
         assert torch.allclose(got.double(), want.detach(), rtol=1e-6, atol=1e-7), case.name
+        if case.repeat is not None:  # a repeat probe grades values only
+            continue
         assert torch.allclose(grads["input:logp"].double(), (lp.grad * case.upstream.double()), rtol=1e-5, atol=1e-7)
 
 

@@ -84,6 +84,8 @@ def test_the_ppo_loss_is_an_element_loop(seed: int) -> None:
         direct = ppo_clip_loss(a["logp"], a["old_logp"], a["advantages"], a["clip_eps"], a.get("mask"))
         assert torch.equal(direct, got) and got.dtype == torch.float32 and got.shape == ()
         assert torch.allclose(got.double(), want.detach(), rtol=1e-6, atol=1e-7), case.name
+        if case.repeat is not None:  # a repeat probe grades values only
+            continue
         assert torch.allclose(grads["input:logp"].double(), lp.grad * case.upstream.double(), rtol=1e-5, atol=1e-7)
 
 
