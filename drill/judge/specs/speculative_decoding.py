@@ -25,7 +25,7 @@ from collections.abc import Callable
 import torch
 
 from drill.judge.spec import KIND_CALL, Bug, Case, Diagnosis, Spec, Tolerance
-from drill.judge.specs._common import Draw, diagnoses, twice_probes
+from drill.judge.specs._common import Draw, diagnoses, repeat_probe, twice_probes
 
 TARGET = "verify"
 ARGS = ("draft_tokens", "draft_probs", "target_probs", "uniforms")
@@ -363,6 +363,11 @@ def make_cases(seed: int) -> list[Case]:
     cases.append(_drawn(d, "the target gives draft 0 probability 0", d.int(1, 4), d.int(900, 1100), zero_at=0))
     twice_probes(cases)
     cases.append(_distribution_case(d))
+    # Drawn last, so every earlier case keeps its draws: a first call on other drafts and distributions of the
+    # same K and V (a vocabulary of ~1000, so the drafts differ), then the graded one.
+    k, v = d.int(3, 6), d.int(900, 1100)
+    first = _drawn(d, "the first call", k, v)
+    cases.append(repeat_probe(_drawn(d, "repeat call: verify twice, same K and V", k, v), first.args))
     return cases
 
 
