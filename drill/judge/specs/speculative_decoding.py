@@ -8,6 +8,8 @@ first position where they differ. Per seed:
 - drawn steps, K from 1 to 8, V small (4 .. 12) and V ~ 1000, uniforms drawn over [0, 1);
 - every draft accepted (the bonus from p[K]), ratios >= 1 (accepted whatever the uniform), the first draft
   rejected, a draft the target gives probability 0 (always rejected);
+- a first rejection whose own uniform, rescaled or not, and uniforms[K] fall in three different steps of the
+  residual's CDF (drawn last), so reusing the rejected uniform and rescaling it are told apart on every seed;
 - a distribution check: 30 000 calls in one case (extra "over"), judged in the parent: the first token must
   follow p[0] and the second p[1] by chi-square, and a token of target probability 0 never appears.
 Every uniform of an exactly graded case is kept at least 1e-4 from each acceptance ratio and each CDF step
@@ -368,7 +370,27 @@ def make_cases(seed: int) -> list[Case]:
     k, v = d.int(3, 6), d.int(900, 1100)
     first = _drawn(d, "the first call", k, v)
     cases.append(repeat_probe(_drawn(d, "repeat call: verify twice, same K and V", k, v), first.args))
+    cases.append(_uniform_separating(d))
     return cases
+
+
+def _uniform_separating(d: Draw) -> Case:
+    """The first draft rejected, drawn until the residual's token differs for each uniform a sampler may spend on
+    it: uniforms[K] (the contract), uniforms[0] itself, and uniforms[0] rescaled to (u - r) / (1 - r). Without it
+    the drawn steps can leave the last two in one CDF step, and the two mistakes get one another's name."""
+    for _ in range(500):
+        k, v = d.int(2, 5), d.int(6, 12)
+        dt, q, p = _draw_step(d, k, v, shrink_first=True)
+        u = _uniforms(d, dt, q, p, mode="reject_first")
+        x = int(dt[0])
+        r = float(p[0, x].double() / q[0, x].double())
+        res = _residual(p[0].double(), q[0].double())
+        u0 = float(u[0])
+        picks = {_inverse_cdf(res, float(u[k])), _inverse_cdf(res, u0), _inverse_cdf(res, (u0 - r) / (1 - r))}
+        if len(picks) == 3:
+            return _case(f"the first draft rejected, its uniform and uniforms[K] in different residual steps "
+                         f"(K = {k}, V = {v})", dt, q, p, u)
+    raise AssertionError("no step separates the three uniforms")
 
 
 # ----------------------------------------------------------------------------- variants
