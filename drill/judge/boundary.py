@@ -25,9 +25,10 @@ from __future__ import annotations
 import functools
 import json
 import math
-import re
 from pathlib import Path
 from typing import Any
+
+from drill.terminal_text import escape_controls
 
 MAX_STATUS_BYTES = 16 * 2**20
 MAX_LINE_BYTES = 256 * 1024
@@ -35,13 +36,6 @@ MAX_RECORDS = 20000
 MAX_DEPTH = 8
 MAX_TEXT = 2000
 MAX_OUTPUT_FILE_BYTES = 256 * 2**20
-
-# C0/C1 controls (ESC), zero-width and bidi marks, line/paragraph separators (some terminals break lines at
-# them), the BOM, interlinear annotations and the invisible tag characters that can hide text.
-_CONTROL = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ufff9-\ufffb"
-    "\U000e0000-\U000e007f]"
-)
 
 
 def safe_text(value: Any, limit: int = MAX_TEXT, *, newlines: bool = False) -> str:
@@ -55,12 +49,7 @@ def safe_text(value: Any, limit: int = MAX_TEXT, *, newlines: bool = False) -> s
         text = text.replace("\r\n", "\n").replace("\n", " ⏎ ")
     else:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
-
-    def esc(m: re.Match) -> str:
-        c = ord(m.group(0))
-        return f"\\x{c:02x}" if c < 0x100 else (f"\\u{c:04x}" if c < 0x10000 else f"\\U{c:08x}")
-
-    text = _CONTROL.sub(esc, text)
+    text = escape_controls(text)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

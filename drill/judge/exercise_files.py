@@ -6,7 +6,7 @@ torch-free, like everything the CLI imports at start-up.
 
 from __future__ import annotations
 
-import shutil
+import os
 from pathlib import Path
 
 from drill.errors import UserError
@@ -28,6 +28,7 @@ def start_exercise(name: str, directory: Path, *, force: bool = False) -> Path:
     """Copy the starter file of `name` into `directory`; never overwrite without force."""
     from drill.judge.registry import check_known
     from drill.paths import exercises_dir
+    from drill.safe_files import write_atomic
 
     name = check_known(canonical_exercise(name))
     src = exercises_dir() / f"{name}.py"
@@ -35,13 +36,13 @@ def start_exercise(name: str, directory: Path, *, force: bool = False) -> Path:
     blocker = next((p for p in (directory, *directory.parents) if p.exists()), None)
     if blocker is not None and not blocker.is_dir():  # mkdir would say "File exists" / "Not a directory"
         raise UserError(f"{blocker} is a file, not a folder")
-    if dest.exists() and not force:
+    if os.path.lexists(dest) and not force:  # a dangling symlink too: never written through
         raise UserError("already exists; pass --force to overwrite it", str(dest))
     try:
-        directory.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src, dest)
+        text = src.read_bytes()
     except OSError as exc:
-        raise UserError(f"cannot write the starter file: {exc.strerror}", str(dest)) from exc
+        raise UserError(f"cannot read the starter file: {exc.strerror}", str(src)) from exc
+    write_atomic(dest, text)
     return dest
 
 

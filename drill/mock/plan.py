@@ -222,13 +222,9 @@ def write_starter(coding: CodingFile, starter: Path) -> None:
 
 def write_exercise_file(coding: CodingFile, text: str) -> None:
     """Put `text` in the learner's file through a rename, so an editor never sees half of it; UserError on failure."""
-    try:
-        coding.folder.mkdir(parents=True, exist_ok=True)
-        tmp = coding.path.with_name(f".{coding.path.name}.drill-tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, coding.path)
-    except OSError as exc:
-        raise UserError(f"cannot write the exercise file: {exc.strerror or exc}", str(coding.path)) from exc
+    from drill.safe_files import write_atomic
+
+    write_atomic(coding.path, text)
 
 
 SOLUTION_MAX_BYTES = 1 << 20  # a solution file is source code: a megabyte is already far past any exercise

@@ -123,7 +123,8 @@ def export_reviews(
     import sys
 
     from drill.cliutil import err_console
-    from drill.quiz.export import atomic_path, reviews_csv
+    from drill.quiz.export import reviews_csv
+    from drill.safe_files import write_atomic
     from drill.store import open_store
 
     with user_errors():
@@ -133,8 +134,7 @@ def export_reviews(
         if str(output) == "-":
             sys.stdout.write(text)
             return
-        with atomic_path(output) as tmp:
-            tmp.write_text(text, encoding="utf-8")
+        write_atomic(output, text)
     err_console.print(f"{len(log)} review{'s' * (len(log) != 1)} written to {output}", markup=False)
 
 

@@ -16,16 +16,15 @@ import csv
 import html
 import io
 import json
-import os
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from drill.errors import UserError
 from drill.quiz import kinds
 from drill.quiz.schedule import parse_time
 from drill.quiz.schema import Question
+from drill.safe_files import resolve_target, write_atomic
 from drill.store import Review
 
 REVIEW_COLUMNS = ("card_id", "review_time", "review_rating", "review_state", "review_duration")
@@ -60,25 +59,6 @@ def reviews_csv(log: Iterable[tuple[Review, str | None]]) -> str:
     writer.writerow(REVIEW_COLUMNS)
     writer.writerows(review_rows(log))
     return out.getvalue()
-
-
-@contextmanager
-def atomic_path(path: Path) -> Iterator[Path]:
-    """A temporary path beside `path` to write; renamed onto `path` when the block ends
-    without an error, removed otherwise: `path` holds the whole export or is untouched."""
-    path = path.expanduser()
-    if path.is_dir():
-        raise UserError("is a folder; give a file name", str(path))
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        yield tmp
-        os.replace(tmp, path)
-    except OSError as exc:
-        raise UserError(f"cannot write the export: {exc.strerror or exc}", str(path)) from None
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 # --- Anki -----------------------------------------------------------------------
@@ -131,6 +111,8 @@ def write_anki(questions: Sequence[Question], path: Path, deck: str = "drill") -
     if not questions:
         raise UserError("no question to export (check the filters)")
     package = anki_package(questions, deck)
-    with atomic_path(path) as tmp:
-        package.write_to_file(str(tmp))  # type: ignore[attr-defined]
+    resolve_target(path)  # refused before the deck is built, not after
+    buffer = io.BytesIO()
+    package.write_to_file(buffer)  # type: ignore[attr-defined]  # zipfile takes a file object
+    write_atomic(path, buffer.getvalue())
     return len(questions)

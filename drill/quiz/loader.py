@@ -33,7 +33,7 @@ from drill.quiz.numbers import Tolerance
 from drill.quiz.schema import Bank, CommonWrong, Question
 from drill.quiz.yamlread import YamlSyntaxError, read_yaml
 
-CACHE_FORMAT = 6  # 5: built questions, not the parse; 6: field values in order, nested ones named
+CACHE_FORMAT = 7  # 5: built questions, not the parse; 6: field values in order, nested ones named; 7: text escaped
 
 
 class BankError(UserError):

@@ -12,8 +12,9 @@ regular files only (not /dev/zero, a FIFO or a folder), at most
 MAX_FILE_BYTES each, no anchors or aliases (747 bytes of nested aliases
 expand to gigabytes), nesting at most MAX_DEPTH deep, and only plain data:
 text, numbers (integers of at most MAX_INT_DIGITS digits), true/false, null,
-lists and mappings. Dates are text (`2024-13-45` is not a broken timestamp but
-a string), and every other tag is refused. Whatever goes wrong is a
+lists and mappings; control characters in text are escaped
+(drill/terminal_text.py). Dates are text (`2024-13-45` is not a broken
+timestamp but a string), and every other tag is refused. Whatever goes wrong is a
 YamlSyntaxError with the line, never a traceback.
 
 PyYAML itself is imported on the first parse, not with this module: a quiz
@@ -28,6 +29,8 @@ import stat
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from drill.terminal_text import escape_controls
 
 if TYPE_CHECKING:
     import yaml
@@ -103,6 +106,12 @@ def _construct_int(loader: Any, node: Any) -> int:
                        f"{text[:40]!r} is not a whole number; remove the !!int tag or fix the number") from None
 
 
+def _construct_str(loader: Any, node: Any) -> str:
+    """Bank text reaches the terminal (quiz, mock, stats): control characters and invisible marks are kept
+    escaped (drill/terminal_text.py), so a shared bank cannot clear the screen or plant an OSC 8 link."""
+    return escape_controls(loader.construct_yaml_str(node))
+
+
 def _checked(constructor_name: str, what: str):  # type: ignore[no-untyped-def]
     """A SafeConstructor scalar constructor whose ValueError/KeyError becomes a message at the line."""
 
@@ -135,7 +144,7 @@ def _line_loader() -> type:
     loader.yaml_constructors = {}  # start from nothing: only what is listed here exists
     loader.add_constructor("tag:yaml.org,2002:map", _construct_mapping)
     loader.add_constructor("tag:yaml.org,2002:seq", base.construct_yaml_seq)
-    loader.add_constructor("tag:yaml.org,2002:str", base.construct_yaml_str)
+    loader.add_constructor("tag:yaml.org,2002:str", _construct_str)
     loader.add_constructor("tag:yaml.org,2002:null", base.construct_yaml_null)
     loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
     loader.add_constructor("tag:yaml.org,2002:float", _checked("construct_yaml_float", "a number"))

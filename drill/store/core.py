@@ -8,7 +8,9 @@ drill cannot parse into one line naming the table and row (drill/store/rows.py).
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import stat
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -98,6 +100,7 @@ class Store:
         folder = self.path.parent
         if folder.exists() and not folder.is_dir():
             raise UserError("the progress folder is a file, not a folder; point DRILL_HOME at a folder", str(folder))
+        refuse_special_files(self.path)
         if read_only:
             self._db, self.note = open_read_only(self.path, BUSY_TIMEOUT_S)
             self._db.row_factory = sqlite3.Row
@@ -443,6 +446,19 @@ def _review(row: sqlite3.Row) -> Review:
     return Review(**{k: row[k] for k in ("question_id", "reviewed_at", "rating", "answer", "duration_ms", "topic",
                                           "source")},
                   hints_shown=shown_hints if is_count(shown_hints) else 0, hint_capped=row["capped"] == 1)
+
+
+def refuse_special_files(path: Path) -> None:
+    """UserError unless the store and its WAL side files are regular files or absent: SQLite opening a FIFO
+    blocks until someone writes to it (drill hung), and a device or socket is nothing a store can be."""
+    for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        try:
+            mode = os.stat(file).st_mode
+        except OSError:
+            continue  # absent, or unreadable: SQLite says what is wrong with it
+        if not stat.S_ISREG(mode):
+            what = "a folder" if stat.S_ISDIR(mode) else "not a regular file (a pipe, socket or device)"
+            raise UserError(f"the progress store is {what}; move it away or point DRILL_HOME elsewhere", str(file))
 
 
 def open_store(path: Path | str | None = None, *, read_only: bool = False) -> Store:
