@@ -38,7 +38,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from drill.judge.registry import INDEX, device_available
+from drill.judge.devices import device_available
+from drill.judge.registry import INDEX
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "tests" / "fixtures" / "solutions"

@@ -28,9 +28,10 @@ import sys
 import time
 from pathlib import Path
 
-from drill.judge import registry
+from drill.judge import devices, registry
 from drill.judge.check import check_file
-from drill.judge.runner import ChildPool, Limits
+from drill.judge.pool import ChildPool
+from drill.judge.runner import Limits
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "tests" / "fixtures" / "solutions"
@@ -57,7 +58,7 @@ def verdicts(device: str) -> list[dict]:
     rows = []
     with ChildPool() as pool:
         for entry in registry.INDEX:
-            if not registry.device_available(entry):
+            if not devices.device_available(entry):
                 rows.append({"exercise": entry.name, "skipped": "graded on CUDA only; no GPU here"})
                 continue
             for path in files_of(entry.name):

@@ -38,13 +38,13 @@ _FORK_SERVERS: list = []
 
 
 def shared_fork_servers(n: int) -> list:
-    """This test process's first `n` fork servers (runner.ChildPool), started on first use and shared by every
+    """This test process's first `n` fork servers (pool.ChildPool), started on first use and shared by every
     module that grades files with the default environment: each costs a torch import (~1 s of CPU), which a
     module of its own, or each exercise of the fixture tests, used to pay again. Sharing changes no verdict:
     every graded run is a fresh fork with its own sandbox, and a run that kills its fork server makes the
     pool start a new one. A test that changes the zygote's environment (DRILL_SANDBOX, the Triton
     interpreter) or attacks the fork server keeps one of its own."""
-    from drill.judge.runner import ChildPool
+    from drill.judge.pool import ChildPool
 
     while len(_FORK_SERVERS) < n:
         _FORK_SERVERS.append(ChildPool())

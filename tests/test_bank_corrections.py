@@ -22,8 +22,10 @@ from dataclasses import dataclass
 import pytest
 
 from drill.paths import questions_dir
+from drill.quiz.kinds.choice import ChoiceQuestion
+from drill.quiz.kinds.recall import RecallQuestion
 from drill.quiz.loader import scan
-from drill.quiz.schema import ChoiceQuestion, Question, RecallQuestion
+from drill.quiz.schema import Question
 
 
 @pytest.fixture(scope="module")

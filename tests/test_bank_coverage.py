@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from drill.quiz.kinds.recall import RecallQuestion
 from drill.quiz.loader import load_bank
-from drill.quiz.schema import RecallQuestion
 
 TOPICS = {
     "block", "attention", "mha", "positional", "masking", "normalization", "ffn", "gqa", "flash", "kv_cache",

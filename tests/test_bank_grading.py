@@ -22,8 +22,12 @@ import pytest
 from drill.paths import questions_dir
 from drill.quiz import parametric
 from drill.quiz.formula import FormulaError
+from drill.quiz.kinds.choice import ChoiceQuestion
+from drill.quiz.kinds.numeric import NumericQuestion
+from drill.quiz.kinds.parametric import ParametricQuestion
+from drill.quiz.kinds.recall import RecallQuestion
 from drill.quiz.loader import scan
-from drill.quiz.schema import ChoiceQuestion, NumericQuestion, ParametricQuestion, Question, RecallQuestion
+from drill.quiz.schema import Question
 
 EXHAUSTIVE_LIMIT = 200_000
 

@@ -16,8 +16,9 @@ from collections import Counter
 import pytest
 
 from drill.paths import questions_dir
+from drill.quiz.kinds.choice import ChoiceQuestion
+from drill.quiz.kinds.numeric import NumericQuestion
 from drill.quiz.loader import scan
-from drill.quiz.schema import ChoiceQuestion, NumericQuestion
 
 KIB, MIB, GIB = 2**10, 2**20, 2**30
 

@@ -17,8 +17,9 @@ import pytest
 
 from drill.paths import questions_dir
 from drill.quiz import parametric
+from drill.quiz.kinds.numeric import NumericQuestion
+from drill.quiz.kinds.parametric import ParametricQuestion
 from drill.quiz.loader import scan
-from drill.quiz.schema import NumericQuestion, ParametricQuestion
 
 
 def adam_first_step(g: float, b1: float = 0.9, b2: float = 0.999, corrected: bool = True) -> float:

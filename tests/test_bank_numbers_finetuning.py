@@ -20,8 +20,9 @@ import pytest
 
 from drill.paths import questions_dir
 from drill.quiz import parametric
+from drill.quiz.kinds.numeric import NumericQuestion
+from drill.quiz.kinds.parametric import ParametricQuestion
 from drill.quiz.loader import scan
-from drill.quiz.schema import NumericQuestion, ParametricQuestion
 
 
 def _sigmoid(x: float) -> float:

@@ -16,9 +16,10 @@ from itertools import combinations
 import pytest
 
 from drill.paths import questions_dir
+from drill.quiz.kinds.numeric import NumericQuestion
+from drill.quiz.kinds.parametric import ParametricQuestion
 from drill.quiz.loader import scan
 from drill.quiz.parametric import answer, complete
-from drill.quiz.schema import NumericQuestion, ParametricQuestion
 
 KIB, GIB = 2**10, 2**30
 LLAMA3_8B_KV_PER_TOKEN = 2 * 32 * 8 * 128 * 2  # K and V, 32 layers, 8 KV heads of 128, bf16

@@ -15,8 +15,8 @@ from collections.abc import Callable
 import pytest
 
 from drill.paths import questions_dir
+from drill.quiz.kinds.spot_bug import SpotBugQuestion
 from drill.quiz.loader import scan
-from drill.quiz.schema import SpotBugQuestion
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional

@@ -18,8 +18,8 @@ import pytest
 
 from drill.judge.registry import exercise_names
 from drill.paths import questions_dir
+from drill.quiz.kinds.spot_bug import SpotBugQuestion
 from drill.quiz.loader import scan
-from drill.quiz.schema import SpotBugQuestion
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "solutions"
 NAMED = re.compile(r"names as\s+(\w+);\s+practise it with\s+`drill\s+start\s+(\w+)`")

@@ -480,14 +480,14 @@ def test_no_gpu_node_on_linux_answers_without_torch(monkeypatch: pytest.MonkeyPa
     torch-free client expanding a folder pays no torch import for it); with a node, torch decides."""
     monkeypatch.delenv(devices.INTERPRET_ENV, raising=False)
     monkeypatch.setattr(sys, "platform", "linux")
-    monkeypatch.setattr(registry, "GPU_NODES", ("/nonexistent/nvidiactl",))
+    monkeypatch.setattr(devices, "GPU_NODES", ("/nonexistent/nvidiactl",))
 
     def asked() -> bool:
         raise AssertionError("torch was asked")
 
     monkeypatch.setattr(torch.cuda, "is_available", asked)
-    assert registry.device_available(registry.entry("triton_rmsnorm")) is False
-    assert registry.device_available(registry.entry("rmsnorm")) is True
-    monkeypatch.setattr(registry, "GPU_NODES", ("/dev/null",))  # a node that exists: torch decides
+    assert devices.device_available(registry.entry("triton_rmsnorm")) is False
+    assert devices.device_available(registry.entry("rmsnorm")) is True
+    monkeypatch.setattr(devices, "GPU_NODES", ("/dev/null",))  # a node that exists: torch decides
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    assert registry.device_available(registry.entry("triton_rmsnorm")) is True
+    assert devices.device_available(registry.entry("triton_rmsnorm")) is True

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import yaml
 
-from drill.judge import registry
+from drill.judge import devices, registry
 from drill.judge.registry import DEVICES, DIFFICULTIES, INDEX, TRACKS, Exercise, count_word
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -299,7 +299,7 @@ def test_every_list_in_the_code_derives_from_the_index() -> None:
     assert registry.exercise_names() == names and registry.graded_names() == names
     assert IN_MODEL_EXERCISES == tuple(e.name for e in INDEX if e.in_model)
     assert list(WORKLOADS) == [e.name for e in INDEX if e.bench]
-    assert gradable_exercises() == [e.name for e in INDEX if registry.device_available(e)]
+    assert gradable_exercises() == [e.name for e in INDEX if devices.device_available(e)]
 
 
 def test_graded_names_leave_out_an_exercise_whose_spec_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -317,7 +317,7 @@ def test_a_cuda_only_exercise_is_not_offered_by_the_mock_without_a_gpu(monkeypat
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert "rmsnorm" not in gradable_exercises() and "attention" in gradable_exercises()
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(registry, "gpu_nodes_visible", lambda: True)  # a GPU machine: its nodes exist too
+    monkeypatch.setattr(devices, "gpu_nodes_visible", lambda: True)  # a GPU machine: its nodes exist too
     assert "rmsnorm" in gradable_exercises()
 
 

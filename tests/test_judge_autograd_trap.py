@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from drill.judge.check import check_file
-from drill.judge.runner import ChildPool, Limits
+from drill.judge.pool import ChildPool
+from drill.judge.runner import Limits
 
 LIMITS = Limits(timeout_s=30, cpu_s=30, memory_mb=2048)
 

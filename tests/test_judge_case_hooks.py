@@ -22,7 +22,8 @@ import torch
 from drill.judge import registry
 from drill.judge.check import check_file
 from drill.judge.compare import compare
-from drill.judge.runner import ChildPool, Limits
+from drill.judge.pool import ChildPool
+from drill.judge.runner import Limits
 from drill.judge.spec import Bug, Case, Diagnosis, Spec
 from drill.judge.specs._common import TOLERANCES, Draw, call_case, twice_probes
 

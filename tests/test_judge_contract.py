@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from drill.judge.check import check_file
-from drill.judge.runner import ChildPool, Limits
+from drill.judge.pool import ChildPool
+from drill.judge.runner import Limits
 
 RMS_BODY = '''
 import torch

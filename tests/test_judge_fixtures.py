@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from drill.judge import registry
+from drill.judge import devices, registry
 from drill.judge.check import check_file
-from drill.judge.runner import ChildPool, Limits
+from drill.judge.pool import ChildPool
+from drill.judge.runner import Limits
 from drill.paths import exercises_dir
 
 ROOT = Path(__file__).parent / "fixtures" / "solutions"
@@ -63,7 +64,7 @@ class Graded:
 
     `-k layernorm` grades only layernorm's files; under pytest-xdist each
     exercise's tests share one worker (`xdist_group`), so each file is graded
-    once per run. A batch is graded by two fork servers (runner.ChildPool)
+    once per run. A batch is graded by two fork servers (pool.ChildPool)
     side by side, so torch is imported twice per worker, not once per file.
     """
 
@@ -125,7 +126,7 @@ def _here(path: Path) -> bool:
     """Can this fixture's exercise be graded on this machine (a CUDA-only one needs a GPU, or Triton's
     interpreter with DRILL_TRITON_INTERPRET=1)?"""
     entry = next((e for e in registry.INDEX if e.name == path.parent.name), None)
-    return entry is None or registry.device_available(entry)
+    return entry is None or devices.device_available(entry)
 
 
 def _grouped(path: Path) -> object:
@@ -253,7 +254,7 @@ def test_a_wrong_output_dtype_keeps_the_output_wording(name: str, graded: Graded
 
 def test_starter_files_fail_not_implemented(fork_server) -> None:
     for name in registry.SPECS:
-        if not registry.device_available(registry.entry(name)):
+        if not devices.device_available(registry.entry(name)):
             continue  # a CUDA-only exercise here: check_file refuses it in one line (tests/test_triton_rmsnorm.py)
         result = check_file(exercises_dir() / f"{name}.py", name, SEED, LIMITS, pool=fork_server)
         assert result.status == "fail", f"{name}: {result.status} {result.diagnosis_detail}"

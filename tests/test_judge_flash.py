@@ -18,7 +18,8 @@ import torch
 
 from drill.judge import audit, tiling
 from drill.judge.check import check_file
-from drill.judge.runner import ChildPool, Limits
+from drill.judge.pool import ChildPool
+from drill.judge.runner import Limits
 from drill.judge.specs._flash_bugs import FD
 
 ROOT = Path(__file__).parent / "fixtures" / "solutions" / "flash_attention"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from drill.judge import check, registry
+from drill.judge import check, devices, registry
 from drill.judge.check import Result
 
 SEEDS = (0, 7, 2027)
@@ -23,7 +23,7 @@ def _snapshot(spec, cases) -> tuple[str, dict[str, bytes]]:
     return json.dumps(job, sort_keys=True, default=repr), raw
 
 
-@pytest.mark.parametrize("name", [e.name for e in registry.INDEX if registry.device_available(e)])
+@pytest.mark.parametrize("name", [e.name for e in registry.INDEX if devices.device_available(e)])
 def test_the_job_does_not_depend_on_the_expectations(name: str) -> None:
     spec = registry.load_spec(name)
     for seed in SEEDS:
@@ -43,7 +43,8 @@ def test_a_grader_error_while_the_child_runs_leaves_the_fork_server_in_step(monk
     end once made the next check report "killed by signal SIGHUP")."""
     import dataclasses
 
-    from drill.judge.runner import ChildPool, Limits
+    from drill.judge.pool import ChildPool
+    from drill.judge.runner import Limits
 
     good = Path(__file__).parent / "fixtures" / "solutions" / "rmsnorm" / registry.entry("rmsnorm").fixture
     spec = registry.load_spec("rmsnorm")
@@ -70,7 +71,8 @@ def test_a_fork_server_started_on_a_thread_that_ended_still_grades() -> None:
     time". Every process is started from one long-lived thread instead (runner.spawn_own)."""
     import threading
 
-    from drill.judge.runner import ChildPool, Limits
+    from drill.judge.pool import ChildPool
+    from drill.judge.runner import Limits
 
     with ChildPool() as pool:
         for seed in (1, 2):
@@ -90,7 +92,8 @@ def test_a_fork_server_that_dies_before_forking_the_run_is_replaced_once() -> No
     import sys
 
     from drill.judge import runner
-    from drill.judge.runner import ChildPool, Limits
+    from drill.judge.pool import ChildPool
+    from drill.judge.runner import Limits
 
     with ChildPool() as pool:
         # alive at the check, gone as soon as the request arrives

@@ -14,7 +14,8 @@ import torch.nn.functional as F
 
 from drill.judge.check import _tolerance_of, check_file
 from drill.judge.compare import compare
-from drill.judge.runner import ChildPool, Limits
+from drill.judge.pool import ChildPool
+from drill.judge.runner import Limits
 from drill.judge.specs import layernorm_backward as lnb
 from drill.reference import layer_norm_backward
 

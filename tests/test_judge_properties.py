@@ -13,7 +13,8 @@ from drill.judge import registry
 from drill.judge.check import check_file
 from drill.judge.compare import compare
 from drill.judge.diagnose import CaseEval, diagnose_cases
-from drill.judge.runner import ChildPool, Limits
+from drill.judge.pool import ChildPool
+from drill.judge.runner import Limits
 from drill.judge.specs import attention as attention_spec
 from drill.judge.specs._common import Draw
 

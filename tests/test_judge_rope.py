@@ -15,7 +15,8 @@ import torch
 
 from drill.judge.check import check_file
 from drill.judge.compare import compare
-from drill.judge.runner import ChildPool, Limits
+from drill.judge.pool import ChildPool
+from drill.judge.runner import Limits
 from drill.judge.specs import rope
 from drill.judge.specs._rope_bugs import rotate
 from drill.reference.rope import apply_rope

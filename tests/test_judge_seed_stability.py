@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from test_judge_fixtures import FILES, LIMITS, SEED, _accepted
 
-from drill.judge import registry
+from drill.judge import devices, registry
 from drill.judge.check import check_file
 
 SEEDS = tuple(int(s) for s in os.environ.get("DRILL_STABILITY_SEEDS", "11,2027,424242").split(","))
@@ -37,7 +37,7 @@ def _verdict(result) -> tuple[str, bool]:
 def _todo() -> list[Path]:
     # A CUDA-only exercise is graded here only through Triton's interpreter (DRILL_TRITON_INTERPRET=1).
     return [p for p in FILES if registry.is_graded(p.parent.name)
-            and registry.device_available(registry.entry(p.parent.name))]
+            and devices.device_available(registry.entry(p.parent.name))]
 
 
 EXERCISES = sorted({p.parent.name for p in _todo()})

@@ -1,7 +1,7 @@
 """Hostile or broken learner files end in an honest failure, quickly, leaving nothing behind (issue 13).
 
 One fixture per attack class in tests/fixtures/tamper/ (each an attention.py
-attempt, or `<exercise>__name.py` for another exercise). Every file is graded twice on a fork server (runner.ChildPool):
+attempt, or `<exercise>__name.py` for another exercise). Every file is graded twice on a fork server (pool.ChildPool):
 with the static policy (layer 1) on, as `drill check` does, and with it off,
 so the layers below it (forbidden kernels and the audit hook in the child,
 the OS sandbox, the parent's boundary) must hold on their own. Each run must
@@ -25,7 +25,8 @@ import pytest
 import drill
 from drill.judge import sandbox
 from drill.judge.check import check_file
-from drill.judge.runner import ChildPool, Limits
+from drill.judge.pool import ChildPool
+from drill.judge.runner import Limits
 
 TAMPER = Path(__file__).parent / "fixtures" / "tamper"
 BASE = dict(timeout_s=20.0, cpu_s=20.0, memory_mb=2048)

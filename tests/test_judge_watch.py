@@ -11,7 +11,8 @@ from typer.testing import CliRunner
 
 from drill.cli import app
 from drill.judge.check import check_file
-from drill.judge.runner import ChildPool, Limits
+from drill.judge.pool import ChildPool
+from drill.judge.runner import Limits
 from drill.judge.watch import watch
 
 SOLUTIONS = Path(__file__).parent / "fixtures" / "solutions"

@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 from drill.cli import app
 from drill.paths import questions_dir
 from drill.quiz import parametric
+from drill.quiz.kinds.parametric import ParametricQuestion
 from drill.quiz.loader import display, load_bank
-from drill.quiz.schema import ParametricQuestion
 from drill.quiz.session import reflow
 
 runner = CliRunner()

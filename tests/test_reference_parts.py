@@ -219,7 +219,7 @@ def test_a_cold_grader_never_imports_sympy() -> None:
     sols = Path(__file__).parent / "fixtures" / "solutions"
     code = (
         "import sys\nfrom pathlib import Path\nfrom drill.judge.check import check_file\n"
-        "from drill.judge.runner import ChildPool, Limits\n"
+        "from drill.judge.pool import ChildPool\nfrom drill.judge.runner import Limits\n"
         "with ChildPool() as pool:\n"
         "    for f in sys.argv[1:]:\n"
         "        r = check_file(Path(f), Path(f).parent.name, 1, Limits(), pool=pool)\n"

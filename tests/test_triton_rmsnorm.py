@@ -137,7 +137,7 @@ def test_the_spec_is_cuda_only_and_the_mock_never_picks_it_without_a_gpu(monkeyp
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert "triton_rmsnorm" not in gradable_exercises()
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(registry, "gpu_nodes_visible", lambda: True)  # a GPU machine: its nodes exist too
+    monkeypatch.setattr(devices, "gpu_nodes_visible", lambda: True)  # a GPU machine: its nodes exist too
     assert "triton_rmsnorm" in gradable_exercises()
 
 
@@ -216,7 +216,7 @@ def test_fixtures_graded_through_the_interpreter_in_the_real_child(name: str, mo
 
 @pytest.fixture(scope="module")
 def pool():
-    from drill.judge.runner import ChildPool
+    from drill.judge.pool import ChildPool
 
     with ChildPool() as p:
         yield p

@@ -16,19 +16,10 @@ from rich.table import Table
 from rich.text import Text
 
 from drill.bench.run import IMPL_LABELS, IMPLS, NOISY_SPREAD, BenchReport, ImplResult
+from drill.bench.stats import fmt_time
 
 STYLES = {"learner": "bold cyan", "fused": "green", "math": "yellow"}
 PLOT_WIDTH = 40
-
-
-def fmt_time(s: float | None) -> str:
-    if s is None:
-        return "-"
-    if s < 1e-3:
-        return f"{s * 1e6:.0f} µs"
-    if s < 1:
-        return f"{s * 1e3:.2f} ms"
-    return f"{s:.2f} s"
 
 
 def fmt_bytes(n: float | None) -> str:

@@ -484,7 +484,7 @@ def _explain_cut(report: BenchReport, outcome: Any, limits: Any, wl: Workload, r
         fused_s = prepared.get((size, "fused"))
         ref = ""
         if fused_s is not None:
-            from drill.bench.report import fmt_time
+            from drill.bench.stats import fmt_time
 
             ref = f"; the fused reference took {fmt_time(fused_s)} per call there"
         verb = {"time_limit": "did not finish", "cpu_limit": "did not finish",

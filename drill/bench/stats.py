@@ -99,3 +99,14 @@ def predict_size_wall(per_call_s: Mapping[str, float], exponents: Mapping[str, f
         call = max(0.0, one) * scale
         total += call * (extra_calls + choose_reps(call, target_s))
     return total + max(0.0, overhead_s) * worst
+
+
+def fmt_time(s: float | None) -> str:
+    """A duration as the report prints it (µs, ms or s); "-" when there is none."""
+    if s is None:
+        return "-"
+    if s < 1e-3:
+        return f"{s * 1e6:.0f} µs"
+    if s < 1:
+        return f"{s * 1e3:.2f} ms"
+    return f"{s:.2f} s"

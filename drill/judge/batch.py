@@ -35,7 +35,8 @@ def expand(paths: list[Path], exercise: str | None,
     such a file is refused by check_file in one line. Raises UserError for a missing path, a directory
     combined with --exercise, or a directory holding no exercise file it can grade.
     """
-    from drill.judge.registry import device_available, entry, graded_names, resolve_exercise
+    from drill.judge.devices import device_available
+    from drill.judge.registry import entry, graded_names, resolve_exercise
 
     items: list[tuple[Path, str | None]] = []
     for p in paths:

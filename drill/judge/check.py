@@ -153,7 +153,7 @@ def check_file(
     name = registry.resolve_exercise(path, exercise)
     entry = registry.entry(name)
     wanted = devices.requested(device, entry)
-    if not registry.device_available(entry):
+    if not devices.device_available(entry):
         raise UserError(devices.cuda_only_refusal(entry), str(path))
     limits = limits or Limits()
     if seed is None:

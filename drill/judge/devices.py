@@ -28,6 +28,33 @@ def interpreting(exercise) -> bool:
     return "triton" in exercise.imports and os.environ.get(INTERPRET_ENV, "") == "1"
 
 
+def device_available(exercise) -> bool:
+    """Whether `exercise` can be graded on this machine (imports torch only for a CUDA-only one).
+
+    A Triton exercise also can without a GPU under DRILL_TRITON_INTERPRET=1 (values through Triton's
+    interpreter, drill/judge/devices.py)."""
+    if exercise.device == "any" or interpreting(exercise):
+        return True
+    if not gpu_nodes_visible():  # answered without importing torch (~1 s in a torch-free client)
+        return False
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+# Device nodes some GPU driver creates on Linux: NVIDIA (bare metal and containers), WSL2, ROCm.
+GPU_NODES = ("/dev/nvidiactl", "/dev/nvidia0", "/dev/dxg", "/dev/kfd")
+
+
+def gpu_nodes_visible() -> bool:
+    """False only where CUDA is surely absent: a Linux machine with none of `GPU_NODES` (no driver, no GPU
+    passed into the container). Elsewhere (other systems, any node present) torch has to be asked."""
+    import os
+    import sys
+
+    return not sys.platform.startswith("linux") or any(os.path.exists(p) for p in GPU_NODES)
+
+
 def check_choice(device: str | None) -> str | None:
     """`device` lower-cased if it is one of CHOICES (or None, the default), else a UserError naming them."""
     if device is None:

@@ -216,35 +216,6 @@ def bench_names() -> tuple[str, ...]:
     return tuple(e.name for e in INDEX if e.bench)
 
 
-def device_available(exercise: Exercise) -> bool:
-    """Whether `exercise` can be graded on this machine (imports torch only for a CUDA-only one).
-
-    A Triton exercise also can without a GPU under DRILL_TRITON_INTERPRET=1 (values through Triton's
-    interpreter, drill/judge/devices.py)."""
-    from drill.judge.devices import interpreting
-
-    if exercise.device == "any" or interpreting(exercise):
-        return True
-    if not gpu_nodes_visible():  # answered without importing torch (~1 s in a torch-free client)
-        return False
-    import torch
-
-    return bool(torch.cuda.is_available())
-
-
-# Device nodes some GPU driver creates on Linux: NVIDIA (bare metal and containers), WSL2, ROCm.
-GPU_NODES = ("/dev/nvidiactl", "/dev/nvidia0", "/dev/dxg", "/dev/kfd")
-
-
-def gpu_nodes_visible() -> bool:
-    """False only where CUDA is surely absent: a Linux machine with none of `GPU_NODES` (no driver, no GPU
-    passed into the container). Elsewhere (other systems, any node present) torch has to be asked."""
-    import os
-    import sys
-
-    return not sys.platform.startswith("linux") or any(os.path.exists(p) for p in GPU_NODES)
-
-
 def count_word(n: int) -> str:
     """How prose says a count of exercises ("seven"); the index test keeps the docs on it."""
     words = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "

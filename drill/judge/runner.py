@@ -602,13 +602,3 @@ def _is_python_or_unknown(pid: int) -> bool:
         return int(fields[3]) != os.getsid(0)
     except (OSError, ValueError, IndexError):
         return False
-
-
-def __getattr__(name: str) -> Any:
-    """`runner.ChildPool` / `runner.PooledChild`: the fork server lives in drill/judge/pool.py (imported lazily,
-    as pool.py imports this module); the old spelling keeps working for callers and tests."""
-    if name in ("ChildPool", "PooledChild"):
-        from drill.judge import pool
-
-        return getattr(pool, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -167,8 +167,9 @@ def gradable_exercises() -> list[str]:
     an exercise that needs a CUDA device is offered only where one is present.
     """
     from drill.judge import registry
+    from drill.judge.devices import device_available
 
-    return [name for name in registry.graded_names() if registry.device_available(registry.entry(name))]
+    return [name for name in registry.graded_names() if device_available(registry.entry(name))]
 
 
 @dataclass(frozen=True)

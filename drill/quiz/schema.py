@@ -10,7 +10,6 @@ can point at it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 DIFFICULTIES = ("easy", "medium", "hard")
 ID_PATTERN = r"^[a-z0-9][a-z0-9-]{2,63}$"
@@ -84,15 +83,3 @@ class Bank:
         for q in self.questions:
             seen.setdefault(q.topic, None)
         return list(seen)
-
-
-def __getattr__(name: str) -> Any:
-    """The kinds' own question types, still importable from here (`from drill.quiz.schema
-    import RecallQuestion`): they live in their kind's module, which imports this one."""
-    from drill.quiz import kinds
-
-    for kind in kinds.REGISTRY.values():
-        for exported in (kind.question, *kind.exports):
-            if exported.__name__ == name:
-                return exported
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
