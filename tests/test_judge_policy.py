@@ -60,6 +60,26 @@ REFUSED = {
     "torch_ao": "import torch\ntorch.ao.nn.quantizable.MultiheadAttention(8, 2)\n",
     "numpy_ctypes": "import numpy as np\nnp.zeros(1).ctypes.data\n",
     "import_os": "import os\n",
+    # issue 30: writing torch for the grader's code too, and attributes reached by strings
+    "module_attr_assign": "import torch\ntorch.tensor = lambda *a, **k: None\n",
+    "functional_attr_assign": "import torch.nn.functional as F\nF.softmax = None\n",
+    "submodule_attr_assign": "import torch\ntorch.nn.functional.softmax = None\n",
+    "class_attr_assign": "from torch import Tensor\nTensor.softmax = None\n",
+    "alias_attr_assign": "import torch\nt = torch\nT = t.Tensor\nT.matmul = None\n",
+    "module_attr_augassign": "import torch\ntorch.pi += 1\n",
+    "module_attr_delete": "import torch\ndel torch.allclose\n",
+    "setattr_module_literal": "import torch\nsetattr(torch, 'allclose', None)\n",
+    "setattr_computed_name": "class A:\n    pass\nsetattr(A(), '__glo' + 'bals__', 1)\n",
+    "update_wrapper_globals": (
+        "import functools\ndef f():\n    pass\nfunctools.update_wrapper(f, print, updated=('__globals__',))\n"
+    ),
+    "from_functools_update_wrapper": "from functools import update_wrapper\n",
+    "wraps_assigned": "import functools\n@functools.wraps(print, assigned=('__builtins__',))\ndef f():\n    pass\n",
+    "match_capture_name": (
+        "match '__main__':\n    case __name__:\n        pass\nif __name__ == '__main__':\n    import os\n"
+    ),
+    "match_star_builtins": "match [1]:\n    case [*__builtins__]:\n        pass\n",
+    "walrus_name": "if (__name__ := '__main__'):\n    pass\n",
 }
 
 ALLOWED = {
@@ -76,6 +96,18 @@ ALLOWED = {
     "class_name": "class A:\n    def __repr__(self):\n        return type(self).__name__ + self.__class__.__name__\n",
     "literal_getattr": "import torch\ngetattr(torch, 'float16')\n",
     "main_block": "import math\nif __name__ == '__main__':\n    import time\n    print(time.perf_counter())\n",
+    # the file's own objects, whatever made them, are its own to change
+    "own_module_attrs": (
+        "import torch\nfrom torch import nn\nlin = nn.Linear(2, 2)\nlin.weight = nn.Parameter(torch.ones(2, 2))\n"
+        "t = torch.zeros(2)\nt.requires_grad = True\n"
+    ),
+    "setattr_self_loop": (
+        "from torch import nn\nclass M(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        for name in ('q_proj', 'k_proj'):\n            setattr(self, name, nn.Linear(2, 2))\n"
+    ),
+    "plain_wraps": "import functools\ndef deco(f):\n    @functools.wraps(f)\n    def g(*a):\n        return f(*a)\n"
+                   "    return g\n",
+    "match_ordinary_capture": "match (1, 2):\n    case (a, *rest):\n        print(a, rest)\n",
 }
 
 

@@ -78,6 +78,10 @@ CASES: dict[str, tuple] = {
     "flex_attention": ("forbidden_op", "forbidden_op", {}),
     "odd_outputs": ("wrong_type", "wrong_type", {}),
     "zip_bomb_output": ("policy_violation", "crashed", {}),
+    # issue 30: torch changed for the grader's own code, through aliases the policy cannot follow: the child's
+    # integrity check (drill/judge/integrity.py) stops the run, policy on or off
+    "rewrite_torch_at_import": ("policy_violation", "policy_violation", {}),
+    "rewrite_tensor_method_in_call": ("policy_violation", "policy_violation", {}),
     "native_writers_store": ("policy_violation", {"policy_violation", "exception"}, {}),  # no store in the sandbox
     "posix_spawn_store": ("policy_violation", "policy_violation", {}),
     "pidfd_stop_parent": ("policy_violation", "policy_violation", {}),

@@ -1384,8 +1384,20 @@ def serve(job: dict) -> None:
         spec.loader.exec_module(mod)
         return mod
 
+    integrity = _sibling("integrity").Snapshot()  # after every trap is in place, before the file runs
+
+    def untouched(when: str) -> None:
+        """Stop the run, as a refusal, if the file replaced part of torch (see integrity.py)."""
+        with trusted():
+            name = integrity.changed()
+        if name is not None:
+            record({"event": "denied", "what": f"replacing {name}",
+                    "detail": f"({when}; the grader's own code uses torch too)"})
+            _leave()
+
     record({"event": "load"})
     mod, failure = guarded(load)
+    untouched("while importing the file")
     if failure is not None:
         if (isinstance(failure.get("message"), str) and failure["status"] == "exception"
                 and failure.get("type") == "SyntaxError"):
@@ -1407,6 +1419,7 @@ def serve(job: dict) -> None:
         t0, c0 = time.perf_counter(), time.process_time()
         result, failure = guarded(lambda case=case: run_case(mod, case, tensors))  # called right here
         elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0  # CPU: what load does not inflate
+        untouched(f"during test {i + 1}")
         if failure is None:
             try:
                 with trusted():

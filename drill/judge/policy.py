@@ -12,8 +12,11 @@ attacker needs:
 - the builtins that run or reach code by name (`BLOCKED_NAMES`: `eval`,
   `exec`, `compile`, `open`, `__import__`, `globals`, `vars`, ...), and
   `getattr`/`setattr`/`delattr` except called with a literal name, which is
-  then checked like `obj.name`; only the builtins themselves: a name the
-  file binds (`def forward(self, input)`, `input = input.contiguous()`)
+  then checked like `obj.name`, and what else reaches attributes by string
+  (`functools.update_wrapper`, `wraps(f, assigned=...)`,
+  `operator.attrgetter`); `setattr(self, name, ...)` in a loop over layer
+  names is the one computed-name call allowed. Only the builtins themselves:
+  a name the file binds (`def forward(self, input)`, `input = input.contiguous()`)
   is its own where Python's scoping says so (drill/judge/scopes.py);
 - attributes that lead out of torch's tensor API (`BLOCKED_ATTRS`:
   `torch.jit`, `torch.ops`, `torch.library`, `torch.utils`, `torch.compile`,
@@ -24,12 +27,17 @@ attacker needs:
   `torch._C` is not); a private of a module, or of anything reached from an
   import, is refused even when the file defines the name too (otherwise
   `_sys = 0` would let `collections._sys` through, and with it `sys`), and
-  so is importing a private name (`from collections import _sys`).
+  so is importing a private name (`from collections import _sys`);
+- assigning to or deleting an attribute of an imported module or of what it
+  defines (`torch.tensor = ...`, `F.softmax = ...`, `torch.Tensor.x = ...`,
+  `setattr(torch, "allclose", ...)`): the grader's code in the child uses the
+  same torch, so such a file could rewrite the measurement it is judged by.
 
 The body of `if __name__ == "__main__":` is not checked (it never runs when
 graded; people put timing and prints there), unless the file rebinds
-`__name__`. Plain calls of an exercise's forbidden op (`F.scaled_dot_product_attention`)
-are allowed here on purpose: the child's runtime traps name them as
+`__name__` (in any binding form, a `match` capture included). Plain calls
+of an exercise's forbidden op (`F.scaled_dot_product_attention`) are
+allowed here on purpose: the child's runtime traps name them as
 `forbidden_op`, with the line.
 
 This is a guard for honest verdicts, not the only one: the child blocks the
@@ -93,7 +101,13 @@ BLOCKED_ATTRS = frozenset({
     "gi_frame", "gi_code", "cr_frame", "ag_frame", "f_back", "f_globals", "f_locals", "f_builtins", "f_code",
     "tb_frame", "tb_next", "co_code", "co_consts", "get_type_hints", "singledispatch", "singledispatchmethod",
     "register", "attrgetter", "methodcaller", "stdlib_re",
+    # reach attributes by names held in strings (update_wrapper(updated=("__globals__",)) reads a function's
+    # globals, assigned=("__builtins__",) writes its builtins): a computed attribute access in disguise
+    "update_wrapper",
 })
+# Names that must keep their meaning: rebinding one makes the main block run (`__name__`) or swaps what every
+# name resolves to; refused under every binding form (assignment, walrus, import, match capture, ...).
+PROTECTED_NAMES = ("__name__", "__builtins__", "__import__")
 # Modules that are reachable as attributes of allowed ones (torch.os, torch.sys, typing.sys,
 # dataclasses.inspect, F.importlib, ...) or that only an attacker needs, refused under any name.
 _STDLIB = frozenset({
@@ -249,9 +263,50 @@ def _defined_names(nodes: list[ast.AST]) -> set[str]:
     return out
 
 
+def _match_captures(node: ast.AST) -> list[str]:
+    """The names a `match` pattern binds (`case x`, `case [*rest]`, `case {**rest}`)."""
+    if isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+        return [node.name]
+    if isinstance(node, ast.MatchMapping) and node.rest:
+        return [node.rest]
+    return []
+
+
+def _import_aliases(nodes: list[ast.AST]) -> set[str]:
+    """Names that hold a module, or a class or function read straight off one: every name an import binds,
+    and names assigned a plain attribute chain rooted at one (`m = torch`, `T = torch.Tensor`, `F2 = F`), but
+    not a call's result (`lin = nn.Linear(2, 2)` is the file's own object, whose attributes it may set)."""
+    out: set[str] = set()
+    for node in nodes:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            out.update((a.asname or a.name).split(".")[0] for a in node.names)
+    assigns = [n for n in nodes if isinstance(n, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and n.value is not None]
+    changed = True
+    while changed:
+        changed = False
+        for node in assigns:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if _plain_root(node.value) not in out:
+                continue
+            for t in targets:
+                if isinstance(t, ast.Name) and t.id not in out:
+                    out.add(t.id)
+                    changed = True
+    return out
+
+
+def _plain_root(node: ast.AST) -> str | None:
+    """`a` for `a` or `a.b.c` (attributes only, no call or subscript), else None."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
 def _rebinds_name(nodes: list[ast.AST]) -> bool:
     """Does the file assign `__name__` anywhere (which would make its main block run when graded)?"""
     for node in nodes:
+        if "__name__" in _match_captures(node):
+            return True
         if isinstance(node, ast.Name) and node.id == "__name__" and not isinstance(node.ctx, ast.Load):
             return True
         if isinstance(node, (ast.Global, ast.Nonlocal)) and "__name__" in node.names:
@@ -311,8 +366,10 @@ def _extra_roots(nodes: list[ast.AST], profile: Profile) -> set[str]:
 
 class _Checker(ast.NodeVisitor):
     def __init__(self, defined: set[str], modules: set[str] | None = None, profile: Profile | None = None,
-                 extra_roots: set[str] | None = None, own_loads: set[int] | None = None) -> None:
+                 extra_roots: set[str] | None = None, own_loads: set[int] | None = None,
+                 aliases: set[str] | None = None) -> None:
         self.defined = defined
+        self.aliases = aliases or set()  # names holding a module or something read straight off one
         self.own_loads = own_loads or set()  # id() of loads of a SHADOWABLE name that are the file's own
         self.modules = modules or set()
         self.profile = profile or Profile()
@@ -366,31 +423,57 @@ class _Checker(ast.NodeVisitor):
                 self.flag(node, f"`{name}` is allowed only as a call with a literal attribute name")
             elif _is_dunder(name) and name not in ALLOWED_DUNDER_NAMES:
                 self.flag(node, f"`{name}` is not allowed")
-        elif name in ("__name__", "__builtins__", "__import__"):
+        elif name in PROTECTED_NAMES:
             self.flag(node, f"rebinding `{name}` is not allowed")
+
+    def _visit_match_pattern(self, node: ast.AST) -> None:
+        for name in _match_captures(node):
+            if name in PROTECTED_NAMES:
+                self.flag(node, f"rebinding `{name}` (a match capture) is not allowed")
+        self.generic_visit(node)
+
+    visit_MatchAs = visit_MatchStar = visit_MatchMapping = _visit_match_pattern
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         store = not isinstance(node.ctx, ast.Load)
         exempt = (not store and node.attr in self.profile.exempt and isinstance(node.value, ast.Name)
                   and node.value.id in self.extra_roots)  # `triton.jit`, read straight off the import
         why = None if exempt else self._attr_problem(node.attr, store=store, on_module=self._on_module(node.value))
+        if why is None and store and self._names_module(node.value):
+            why = self._module_store(node.value)
         if why is not None:
             self.flag(node, f"`.{node.attr}`: {why}")
         self.generic_visit(node)
 
+    def _names_module(self, base: ast.AST) -> bool:
+        """Is `base` a module, or a class or function read straight off one (`torch`, `F`, `torch.Tensor`)?"""
+        return _plain_root(base) in self.aliases
+
+    @staticmethod
+    def _module_store(base: ast.AST) -> str:
+        return (f"assigning to an attribute of `{ast.unparse(base)}` (an imported module or what it defines) is "
+                "not allowed: it would change torch for the grader's own code too")
+
     def visit_Call(self, node: ast.Call) -> None:
         fn = node.func
         if isinstance(fn, ast.Name) and fn.id in _ATTR_BUILTINS and id(fn) not in self.own_loads:
+            store = fn.id != "getattr"
             if len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str):
                 self._allowed_refs.add(id(fn))
-                why = self._attr_problem(node.args[1].value, store=fn.id != "getattr",
-                                         on_module=self._on_module(node.args[0]))
+                why = self._attr_problem(node.args[1].value, store=store, on_module=self._on_module(node.args[0]))
+                if why is None and store and self._names_module(node.args[0]):
+                    why = self._module_store(node.args[0])
                 if why is not None:
                     self.flag(node, f"`{fn.id}(..., {node.args[1].value!r})`: {why}")
             else:
                 self._allowed_refs.add(id(fn))
-                if fn.id == "getattr" or fn.id == "delattr":
+                on_self = fn.id == "setattr" and node.args and isinstance(node.args[0], ast.Name) \
+                    and node.args[0].id == "self"  # `for name in (...): setattr(self, name, nn.Linear(...))`
+                if not on_self:
                     self.flag(node, f"`{fn.id}` with a computed attribute name is not allowed (write obj.name)")
+        callee = fn.attr if isinstance(fn, ast.Attribute) else (fn.id if isinstance(fn, ast.Name) else "")
+        if callee == "wraps" and (len(node.args) > 1 or node.keywords):
+            self.flag(node, "`wraps` with `assigned`/`updated` reaches attributes by name; use plain `@wraps(f)`")
         self.generic_visit(node)
 
     def _on_module(self, base: ast.AST) -> bool:
@@ -432,7 +515,7 @@ def check_source(source: str, filename: str = "<learner>", extra: tuple[str, ...
     skip_main = not _rebinds_name(nodes)
     profile = Profile.of(extra)
     checker = _Checker(_defined_names(nodes), _module_names(nodes), profile, _extra_roots(nodes, profile),
-                       own_name_loads(tree, SHADOWABLE))
+                       own_name_loads(tree, SHADOWABLE), _import_aliases(nodes))
     for stmt in tree.body:
         if skip_main and _is_main_guard(stmt):
             checker.visit(stmt.test)
