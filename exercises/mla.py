@@ -52,8 +52,10 @@ Forbidden
     F.multi_head_attention_forward, F.rms_norm and nn.RMSNorm (and the layer
     norm ops).
 Reported (not failing unless --strict)
-    Nothing yet: whether a decode step expands the whole cache through
-    kv_b_proj or absorbs it is not measured (both pass).
+    Whether a decode step expands the whole latent cache through kv_b_proj
+    (naive) or absorbs it (kv_b_proj's key half folded into the query, its
+    value half applied after the softmax), with the decode step's FLOPs at a
+    few cache lengths. Both pass; --strict fails the naive form.
 """
 
 import math

@@ -207,3 +207,47 @@ def test_the_starter_declares_the_default_convention() -> None:
     from drill.paths import exercises_dir
 
     assert '\nCONVENTION = "half"\n' in (exercises_dir() / "mla.py").read_text(encoding="utf-8")
+
+
+def _audit_host():
+    import types
+
+    from drill.judge import chain
+
+    return types.SimpleNamespace(
+        resolve_attr=lambda obj, path, owner: [obj := getattr(obj, part) for part in path.split(".")][-1],
+        extension=lambda name: chain,
+    )
+
+
+@pytest.mark.parametrize("path", sorted(SOLUTIONS.glob("good_*.py")), ids=lambda p: p.stem)
+def test_the_decode_audit_tells_naive_from_absorbed_with_the_flops(path: Path) -> None:
+    from drill.judge import audit
+
+    data = audit.run(mla.SPEC.audit, _load(path), _audit_host())
+    lines, advice, measured = audit.judge("mla_work", data)
+    assert measured, lines
+    absorbed = "absorbed" in path.stem
+    assert bool(advice) == (not absorbed), lines
+    assert lines[0].startswith("decode audit: " + ("absorbed" if absorbed else "naive")), lines
+    forms = audit.mla_flops_per_cached_token(data["config"])
+    slope = (data["flops"][-1] - data["flops"][0]) / (data["lengths"][-1] - data["lengths"][0])
+    assert slope == forms["absorbed" if absorbed else "naive"]  # the counted work is the formula's, exactly
+    # the weight copied before use (rows unseen): the FLOPs alone decide the same way
+    blind = dict(data, rows=[0] * len(data["rows"]))
+    assert bool(audit.judge("mla_work", blind)[1]) == (not absorbed)
+
+
+def test_an_audit_that_saw_no_work_cannot_measure() -> None:
+    from drill.judge import audit
+
+    data = {"lengths": [16, 32], "flops": [0, 0], "rows": [0, 0], "config": dict(mla.SPEC.audit)}
+    assert audit.judge("mla_work", data)[2] is False
+    assert audit.judge("mla_work", {"lengths": []})[2] is False  # unreadable: says so instead of crashing
+
+
+def test_strict_fails_only_the_naive_decode(tmp_path: Path, fork_server) -> None:
+    naive = check_file(SOLUTIONS / "good_naive_expand.py", "mla", 3, Limits(), strict=True, pool=fork_server)
+    absorbed = check_file(SOLUTIONS / "good_absorbed_decode.py", "mla", 3, Limits(), strict=True, pool=fork_server)
+    assert naive.status == "fail" and absorbed.status == "pass", (naive.audit, absorbed.audit)
+    assert any("decode audit: naive" in line for line in naive.audit)

@@ -370,4 +370,6 @@ SPEC = Spec(
     forbidden_classes=FORBIDDEN_ATTENTION_CLASSES + FORBIDDEN_NORM_CLASSES,
     report_attrs=("CONVENTION",),
     prepare=lambda cases, attrs: apply_convention(cases, attrs, default("mla", "CONVENTION")),
+    audit={"name": "mla_work", "d_model": 64, "n_heads": 4, "kv_lora_rank": 32, "qk_nope_head_dim": 16,
+           "qk_rope_head_dim": 8, "v_head_dim": 16, "prompt": 8, "lengths": [16, 32, 48, 64]},
 )
