@@ -244,6 +244,7 @@ def _replay(
     case: Case, *, rope_latent: bool = False, per_head: bool = False, full_kv: bool = False, scale: str | None = None,
     no_norm: bool = False, norm_after_b: bool = False, prenorm: bool = False, unrotated: bool = False,
     split: str | None = None, restart: bool = False, stateful: bool = False, convention: str | None = None,
+    layout: str = "bhtd",
 ) -> dict[str, Tensor]:
     from drill.reference.attention import sdpa
 
@@ -308,12 +309,24 @@ def _replay(
         if mine:
             outs.append(out)
             if full_kv:
-                cache = (k, v)
+                cache = (_layout(k, layout), _layout(v, layout))
             elif per_head:
-                cache = (c_store, kr_store[:, None].expand(b, h, t_all, dr))
+                cache = (c_store, _layout(kr_store[:, None].expand(b, h, t_all, dr), layout))
             else:
                 cache = (c_store, kr_store)
     return {"out": torch.cat(outs, dim=1), "k": cache[0], "v": cache[1]}
+
+
+def _layout(t: Tensor, layout: str) -> Tensor:
+    """A per-head cache tensor (B, H, T, d) as code keeping it another way holds it."""
+    if layout == "bthd":
+        return t.transpose(1, 2)
+    if layout == "flat":
+        return t.transpose(1, 2).flatten(2)
+    return t
+
+
+LAYOUTS = {"bhtd": "(B, H, T, d)", "bthd": "(B, T, H, d)", "flat": "(B, T, H * d)"}
 
 
 def _bug(**knobs):
@@ -332,9 +345,10 @@ def convention_swapped(declared_is: str):
 
 BUGS = (
     Bug(MD["mla_rope_on_latent"], _bug(rope_latent=True), "c_kv rotated at its positions (after the norm)"),
-    Bug(MD["mla_k_rope_per_head"], _bug(per_head=True), "k_rope cached as (B, n_heads, T, d_r)"),
-    Bug(MD["mla_full_kv_cached"], _bug(full_kv=True),
-        "cache = (k (B, H, T, d_n + d_r) with k_rope broadcast, v (B, H, T, d_v))"),
+    *(Bug(MD["mla_k_rope_per_head"], _bug(per_head=True, layout=lay), f"k_rope cached per head as {shape}")
+      for lay, shape in LAYOUTS.items()),
+    *(Bug(MD["mla_full_kv_cached"], _bug(full_kv=True, layout=lay),
+          f"cache = (k with k_rope broadcast, v), each per head as {shape}") for lay, shape in LAYOUTS.items()),
     Bug(MD["mla_scale_nope"], _bug(scale="nope"), "scores times 1/sqrt(d_n)"),
     Bug(MD["mla_scale_v"], _bug(scale="v"), "scores times 1/sqrt(d_v)"),
     Bug(MD["mla_no_kv_norm"], _bug(no_norm=True), "c_kv = a[..., :r] unnormalised"),
