@@ -251,3 +251,23 @@ def test_strict_fails_only_the_naive_decode(tmp_path: Path, fork_server) -> None
     absorbed = check_file(SOLUTIONS / "good_absorbed_decode.py", "mla", 3, Limits(), strict=True, pool=fork_server)
     assert naive.status == "fail" and absorbed.status == "pass", (naive.audit, absorbed.audit)
     assert any("decode audit: naive" in line for line in naive.audit)
+
+
+def test_in_model_the_module_decodes_through_the_decoders_latent_cache(fork_server) -> None:
+    from drill.judge import decoder, inmodel
+
+    source = decoder.source_for("mla")
+    assert "def attend" not in source and "def apply_rope" not in source and "class LatentCache" in source
+    for name in ("good_naive_expand.py", "good_absorbed_decode.py", "good_deepseek_interleaved_declared.py"):
+        result = check_file(SOLUTIONS / name, "mla", 6, Limits(), pool=fork_server, in_model=True)
+        in_model = [t.status for t in result.tests if t.in_model]
+        assert in_model == ["pass", "pass"] and result.status == "pass", (name, result.diagnosis_detail)
+    logits, tokens = inmodel.cases_for("mla", 6)
+    assert tokens.extra["cached"] and tokens.extra["config"]["kv_lora_rank"] == inmodel.MLA_SIZES["kv_lora_rank"]
+    half, inter = logits.ctx["alt"]["half"][0], logits.ctx["alt"]["interleaved"][0]
+    assert not torch.allclose(half, inter, atol=1e-3)  # the two conventions' decoders really differ
+    bug = check_file(SOLUTIONS / "bug_mla_positions_from_zero__arange_new.py", "mla", 6, Limits(), pool=fork_server,
+                     in_model=True)
+    statuses = {t.name.split(":")[1].split(" of ")[0].strip(): t.status for t in bug.tests if t.in_model}
+    assert statuses == {"logits": "pass", "greedy generation": "fail"}  # a full pass has no cache; decoding does
+    assert bug.diagnosis.id == "mla_positions_from_zero"

@@ -187,7 +187,8 @@ INDEX: tuple[Exercise, ...] = (
              "inference", "medium", ("decoding", "sampling"), "good_loop_searchsorted.py", wave=3),
     Exercise("mla", ("MLA",),
              "DeepSeek-V2's multi-head latent attention: decoupled RoPE, a cache of only the latent and k_rope",
-             "inference", "hard", ("kv_cache", "serving_structures"), "good_naive_expand.py", wave=3,
+             "inference", "hard", ("kv_cache", "serving_structures"), "good_naive_expand.py", in_model=True,
+             wave=3,
              defaults={"rope_base": 10000.0, "eps": 1e-6, "CONVENTION": "half"}),
 )
 
