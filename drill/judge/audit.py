@@ -41,6 +41,15 @@ Weights gathered per token (torch.stack + indexing) are copies the row count
 cannot see; then the FLOPs alone are judged. Also reported: the
 NORM_TOPK_PROB the file declares, which the tests graded against.
 
+mla_work — does an MLA decode step expand the whole latent cache through
+kv_b_proj (naive) or absorb kv_b_proj into the query and after the softmax?
+As kv_work: one token at a time after a prompt, counted at a few cache
+lengths: the matmul FLOPs of the step and the rows kv_b_proj's weight (any
+view of its storage) multiplied. Naive expands every cached latent (rows
+grow with the cache); absorbed multiplies the weight by the new token's
+query only. When the weight is copied first (rows unseen), the FLOPs added
+per cached token decide, against both forms' counts for the audit's sizes.
+
 quant_matmul — does int8_matmul multiply integers? The learner's function
 runs on int8 codes under a dispatch mode that records every contraction
 (mm, bmm, addmm, dot, mv, _int_mm, and an elementwise mul as large as the
@@ -444,6 +453,34 @@ def kv_work(config: dict, mod: Any, host: Any) -> dict:
     return {"lengths": lengths, "flops": flops, "rows": rows, "t_new": 1, "batch": 1}
 
 
+def mla_work(config: dict, mod: Any, host: Any) -> dict:
+    dm, h, r, dn, dr, dv = (config[k] for k in ("d_model", "n_heads", "kv_lora_rank", "qk_nope_head_dim",
+                                                 "qk_rope_head_dim", "v_head_dim"))
+    prompt, lengths = config["prompt"], sorted(config["lengths"])
+    gen = torch.Generator().manual_seed(0)
+    module = mod.MLA(dm, h, r, dn, dr, dv, 10000.0, 1e-6)
+    names = ("q_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj")
+    weights = {n: host.resolve_attr(module, f"{n}.weight", "MLA") for n in names}
+    with torch.no_grad():
+        for w in weights.values():
+            w.copy_(torch.randn(w.shape, generator=gen) / math.sqrt(w.shape[1]))
+    x = torch.randn(1, lengths[-1] + 1, dm, generator=gen)
+    unpack = host.extension("chain").unpack
+    flops, rows = [], []
+    with torch.no_grad():
+        _, cache = unpack(module(x[:, :prompt]), 0, "MLA")
+        for pos in range(prompt, lengths[-1] + 1):
+            if pos in lengths:
+                with RowCounter({"kv_b_proj": weights["kv_b_proj"]}) as counter:
+                    _, cache = unpack(module(x[:, pos : pos + 1], past=cache), pos, "MLA")
+                flops.append(counter.flops)
+                rows.append(counter.rows["kv_b_proj"])
+            else:
+                _, cache = unpack(module(x[:, pos : pos + 1], past=cache), pos, "MLA")
+    return {"lengths": lengths, "flops": flops, "rows": rows, "config": {k: config[k] for k in (
+        "d_model", "n_heads", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")}}
+
+
 def moe_work(config: dict, mod: Any, host: Any) -> dict:
     n, dm, dff, e, k = (config[key] for key in ("tokens", "d_model", "d_ff", "n_experts", "top_k"))
     gen = torch.Generator().manual_seed(0)
@@ -558,7 +595,7 @@ def quant_matmul(config: dict, mod: Any, host: Any) -> dict:
     return {"config": {"m": m, "n": n, "k": k}, "products": rec.seen[:20]}
 
 
-CHILD_AUDITS = {"gqa_memory": gqa_memory, "kv_work": kv_work, "moe_work": moe_work,
+CHILD_AUDITS = {"gqa_memory": gqa_memory, "kv_work": kv_work, "moe_work": moe_work, "mla_work": mla_work,
                 "kernel_bandwidth": kernel_bandwidth, "quant_matmul": quant_matmul}
 
 
@@ -632,6 +669,47 @@ def judge_kv_work(data: dict) -> tuple[list[str], list[str]]:
         lines.append(f"k_proj/v_proj see up to {k_rows} rows per decode step (past tokens recomputed)")
     else:
         lines.append(f"each decode step projects only the new token ({new_rows} row per projection)")
+    return lines, notes
+
+
+def mla_flops_per_cached_token(c: dict) -> dict[str, int]:
+    """Matmul FLOPs one more cached token adds to a decode step (batch 1), in each form.
+
+    naive: the latent through kv_b_proj (2 r H (d_n + d_v)), then its key in every head's score
+    (2 H (d_n + d_r)) and its value in every head's output (2 H d_v). absorbed: the latent and k_rope
+    in every head's score (2 H (r + d_r)) and the latent in every head's weighted sum (2 H r).
+    """
+    h, r, dn, dr, dv = (c[k] for k in ("n_heads", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
+                                        "v_head_dim"))
+    return {"naive": 2 * r * h * (dn + dv) + 2 * h * (dn + dr) + 2 * h * dv, "absorbed": 2 * h * (r + dr) + 2 * h * r}
+
+
+def judge_mla_work(data: dict) -> tuple[list[str], list[str]]:
+    lengths, flops, rows, c = data["lengths"], data["flops"], data["rows"], data["config"]
+    steps = "/".join(str(n) for n in lengths)
+    work = "/".join(f"{f / 1000:.1f}k" for f in flops)
+    slope = (flops[-1] - flops[0]) / (lengths[-1] - lengths[0])
+    forms = mla_flops_per_cached_token(c)
+    if max(rows) > 0:  # kv_b_proj's weight seen: expanding the cache means a row per cached latent
+        naive = max(rows) >= lengths[rows.index(max(rows))]
+        how = f"kv_b_proj's weight multiplied {'/'.join(str(n) for n in rows)} rows"
+    else:  # the weight was copied (permuted, contiguous) before use: the FLOPs per cached token decide
+        naive = abs(slope - forms["naive"]) < abs(slope - forms["absorbed"])
+        how = "kv_b_proj's weight not seen (copied first): judged by the FLOPs per cached token"
+    form = "naive (expands the whole latent cache through kv_b_proj)" if naive else "absorbed"
+    lines = [
+        f"decode audit: {form}; a decode step at cache length {steps} costs {work} matmul FLOPs "
+        f"(+{slope:.0f} per cached token; naive {forms['naive']}, absorbed {forms['absorbed']} at these sizes)",
+        f"decode audit: {how}",
+    ]
+    notes = []
+    if naive:
+        ratio = forms["naive"] / max(1, forms["absorbed"])
+        notes.append(
+            f"each decode step re-expands every cached latent through kv_b_proj (+{slope:.0f} FLOPs per cached "
+            f"token, {ratio:.1f}x the absorbed form's {forms['absorbed']}): with W = kv_b_proj.weight.view(H, d_n + "
+            f"d_v, r), score q_nope @ W[:, :d_n] against c_kv directly and apply W[:, d_n:] after the softmax"
+        )
     return lines, notes
 
 
@@ -739,6 +817,7 @@ def judge_quant_matmul(data: dict) -> tuple[list[str], list[str]]:
 
 
 PARENT_AUDITS = {"gqa_memory": judge_gqa_memory, "kv_work": judge_kv_work, "moe_work": judge_moe_work,
+                 "mla_work": judge_mla_work,
                  "kernel_bandwidth": judge_kernel_bandwidth,
                  "quant_matmul": judge_quant_matmul}
 
@@ -753,6 +832,8 @@ def measured(name: str, data: dict) -> bool:
         return any(data.get("flops", [])) and max(rows.get("k_proj", [0]) + rows.get("v_proj", [0])) > 0
     if name == "moe_work":
         return int(data.get("flops", 0)) > 0
+    if name == "mla_work":
+        return all(int(f) > 0 for f in data.get("flops", [])) and bool(data.get("flops"))
     if name == "quant_matmul":
         return bool(data.get("products"))
     if name == "kernel_bandwidth":

@@ -78,15 +78,40 @@ def build_module(mod: Any, case: dict, tensors: dict, resolve_attr, device: str 
     return module
 
 
-def run_chain(module: torch.nn.Module, x: torch.Tensor, calls: list[int], past: tuple | None, target: str = "module"):
-    """Call module on consecutive chunks of x; returns (outputs concatenated over T, last cache)."""
+def run_chain(module: torch.nn.Module, x: torch.Tensor, calls: list[int], past: tuple | None, target: str = "module",
+              past_arg: str = "past_kv"):
+    """Call module on consecutive chunks of x; returns (outputs concatenated over T, last cache).
+
+    `past_arg` is the keyword forward takes the cache by (kv_cache's `past_kv`, mla's `past`).
+    """
     outs = []
     cache = past
     start = 0
     for i, n in enumerate(calls):
-        out, cache = unpack(module(x[:, start : start + n], past_kv=cache), i, target)
+        out, cache = unpack(module(x[:, start : start + n], **{past_arg: cache}), i, target)
         outs.append(out)
         start += n
+    return torch.cat(outs, dim=1), cache
+
+
+def run_interleaved(module: torch.nn.Module, x: torch.Tensor, x2: torch.Tensor, calls: list[int], calls2: list[int],
+                    target: str = "module", past_arg: str = "past_kv"):
+    """Two sequences through one module, their calls alternating (x's first); returns x's (outputs, last cache).
+
+    A module that keeps its cache (or anything else) on itself between calls
+    mixes the two sequences; one that only reads the cache it is handed cannot.
+    """
+    outs, cache, cache2, start, start2 = [], None, None, 0, 0
+    for i in range(max(len(calls), len(calls2))):
+        if i < len(calls):
+            n = calls[i]
+            out, cache = unpack(module(x[:, start : start + n], **{past_arg: cache}), 2 * i, target)
+            outs.append(out)
+            start += n
+        if i < len(calls2):
+            n = calls2[i]
+            _, cache2 = unpack(module(x2[:, start2 : start2 + n], **{past_arg: cache2}), 2 * i + 1, target)
+            start2 += n
     return torch.cat(outs, dim=1), cache
 
 
@@ -103,7 +128,12 @@ def run_case(mod: Any, case: dict, tensors: dict, host: Any) -> dict[str, torch.
     for name in grad_inputs:
         args[name].requires_grad_(True)
     past = (args["past_k"], args["past_v"]) if extra.get("past") else None
-    out, cache = run_chain(module, args["x"], list(extra["calls"]), past, case["target"])
+    past_arg = extra.get("past_arg", "past_kv")
+    if extra.get("calls2"):
+        out, cache = run_interleaved(module, args["x"], args["x2"], list(extra["calls"]), list(extra["calls2"]),
+                                     case["target"], past_arg)
+    else:
+        out, cache = run_chain(module, args["x"], list(extra["calls"]), past, case["target"], past_arg)
     chosen = {"out": out, "k": cache[0], "v": cache[1]}[extra["returns"]]
     if hasattr(host, "on_device"):
         host.on_device(chosen, case["target"])
@@ -111,10 +141,13 @@ def run_case(mod: Any, case: dict, tensors: dict, host: Any) -> dict[str, torch.
     if case.get("upstream"):
         result.update(_grads(chosen, tensors[case["upstream"]], args, grad_inputs, module, case, host))
     if extra.get("twice"):  # a determinism probe: the same chain again, same module, fresh copies of the inputs
+        if extra["twice"] == "fresh":  # (mla) a new module: its state probe is the interleaved case, not this one
+            module = build_module(mod, case, tensors, host.resolve_attr, device=getattr(host, "DEVICE", "cpu"))
         fresh = {name: tensors[a["t"]].clone() for name, a in zip(case["arg_names"], case["args"], strict=True)
                  if "t" in a}
         again_past = (fresh["past_k"], fresh["past_v"]) if extra.get("past") else None
-        again, again_cache = run_chain(module, fresh["x"], list(extra["calls"]), again_past, case["target"])
+        again, again_cache = run_chain(module, fresh["x"], list(extra["calls"]), again_past, case["target"],
+                                       extra.get("past_arg", "past_kv"))
         result["again"] = host.plain({"out": again, "k": again_cache[0], "v": again_cache[1]}[extra["returns"]])
     return result
 

@@ -34,6 +34,7 @@ GRADED_PARTS = {
     "attention": ("attend",),
     "gqa": ("attend", "apply_rope"),
     "kv_cache": ("attend", "apply_rope"),
+    "mla": ("attend", "apply_rope"),
     # The whole layer is the learner's: no attention, RoPE, MLP or block of the reference's is sent
     # (RMSNorm stays, for the final norm after the last block).
     "decoder_block": ("Block", "Attention", "attend", "apply_rope", "SwiGLU"),
@@ -220,6 +221,47 @@ class PastKVAttention(nn.Module):
         return out
 
 
+class LatentCache:
+    """mla's cache in the decoder: preallocated (B, max_len, r) latents and (B, max_len, d_r) rotary keys."""
+
+    def __init__(self, batch: int, max_len: int, rank: int, d_rope: int, dtype: torch.dtype) -> None:
+        self.c = torch.zeros(batch, max_len, rank, dtype=dtype)
+        self.k = torch.zeros(batch, max_len, d_rope, dtype=dtype)
+        self.length = 0
+
+    def update(self, c_new: torch.Tensor, k_new: torch.Tensor) -> None:
+        start, end = self.length, self.length + c_new.shape[1]
+        self.c[:, start:end] = c_new
+        self.k[:, start:end] = k_new
+        self.length = end
+
+
+class LatentPastAttention(nn.Module):
+    """An mla-exercise module (forward(x, past) -> (out, (c_kv_all, k_rope_all))) behind the decoder's cache."""
+
+    def __init__(self, inner: nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x: torch.Tensor, positions: torch.Tensor, cache: LatentCache | None = None) -> torch.Tensor:
+        if cache is None:
+            return self.inner(x)[0]
+        t_past = cache.length
+        past = None if t_past == 0 else (cache.c[:, :t_past], cache.k[:, :t_past])
+        out, (c_all, k_all) = self.inner(x, past=past)
+        cache.update(c_all[:, t_past:], k_all[:, t_past:])
+        return out
+
+
+def _mla_slot(c: dict) -> nn.Module:
+    d, h, r = c["hidden_size"], c["num_attention_heads"], c["kv_lora_rank"]
+    dn, dr, dv = c["qk_nope_head_dim"], c["qk_rope_head_dim"], c["v_head_dim"]
+    slot = Slot(q_proj=(d, h * (dn + dr)), kv_a_proj_with_mqa=(d, r + dr), kv_b_proj=(r, h * (dn + dv)),
+                o_proj=(h * dv, d))
+    slot.kv_a_layernorm = NormSlot(r)
+    return slot
+
+
 class NoRopeAttention(nn.Module):
     """A gqa-exercise module (forward(x): causal self-attention, no positions, no cache) in the decoder."""
 
@@ -320,7 +362,7 @@ class Decoder(nn.Module):
 
     def __init__(self, c: dict, exercise: str, convention: str = "half") -> None:
         super().__init__()
-        self.c = c
+        self.c, self.exercise = c, exercise
         cut = set(GRADED_PARTS.get(exercise, ()))
         d, n = c["hidden_size"], c["num_hidden_layers"]
 
@@ -338,6 +380,8 @@ class Decoder(nn.Module):
                 return NoRopeAttention(Slot(**_attention_linears(c)))
             if exercise == "kv_cache":
                 return Slot(**_attention_linears(c))
+            if exercise == "mla":
+                return _mla_slot(c)
             return Attention(c, convention)
 
         if "Block" in cut:
@@ -374,6 +418,10 @@ class Decoder(nn.Module):
                 copy_weights(slot, layer.self_attn.inner)
             elif exercise == "kv_cache":
                 replace(layer, "self_attn", PastKVAttention(mod.CachedSelfAttention(d, h, h_kv, c["rope_theta"])))
+            elif exercise == "mla":
+                sizes = (c["kv_lora_rank"], c["qk_nope_head_dim"], c["qk_rope_head_dim"], c["v_head_dim"])
+                replace(layer, "self_attn",
+                        LatentPastAttention(mod.MLA(d, h, *sizes, c["rope_theta"], c["rms_norm_eps"])))
         if exercise == "decoder_block":
             layers = self.model.layers
             for i, slot in enumerate(list(layers)):
@@ -388,6 +436,9 @@ class Decoder(nn.Module):
         c = self.c
         dh = c["hidden_size"] // c["num_attention_heads"]
         dtype = self.lm_head.weight.dtype
+        if self.exercise == "mla":
+            return [LatentCache(batch, max_len, c["kv_lora_rank"], c["qk_rope_head_dim"], dtype)
+                    for _ in range(c["num_hidden_layers"])]
         return [KVCache(batch, c["num_key_value_heads"], max_len, dh, dtype) for _ in range(c["num_hidden_layers"])]
 
     def forward(self, ids: torch.Tensor, caches: list | None = None) -> torch.Tensor:

@@ -26,7 +26,10 @@ beats the runner-up by a clear margin at every step.
 gqa has no RoPE and no cache in its contract: its decoder uses attention
 without positions (`NoRopeAttention`) and generates by re-running the whole
 sequence each step; so does decoder_block (its block takes positions but no
-cache), swapped in as every layer. rope, kv_cache and decoder_block follow the
+cache), swapped in as every layer. mla's module replaces every layer's
+attention, its (c_kv, k_rope) cache written into the decoder's preallocated
+latent buffers (decoder.LatentCache); the parent's answers re-run the
+sequence with the reference MLA. rope, kv_cache, decoder_block and mla follow the
 file's CONVENTION: the parent computes both conventions' answers and the spec's
 `prepare` keeps the declared one (kv_cache's and decoder_block's modules do their
 own RoPE, so the child's decoder needs no change for them).
@@ -41,7 +44,7 @@ from torch import nn
 
 KIND = "inmodel"
 # Exercises whose file declares a RoPE CONVENTION: both answers are computed, the spec's `prepare` keeps one.
-CONVENTION_EXERCISES = ("rope", "kv_cache", "decoder_block")
+CONVENTION_EXERCISES = ("rope", "kv_cache", "decoder_block", "mla")
 # Components without a cache in their contract: generation re-runs the whole sequence each step.
 UNCACHED = ("gqa", "decoder_block")
 NEW_TOKENS = 16
@@ -73,6 +76,37 @@ class NoRopeAttention(nn.Module):
         return self.inner(x)
 
 
+# mla's sizes in the decoder (d_model and n_heads are CONFIG's): they travel in the case's config.
+MLA_SIZES = {"kv_lora_rank": 32, "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16}
+
+
+class ReferenceMLA(nn.Module):
+    """The reference MLA (transformers' DeepseekV2Attention names) as a decoder layer's attention, no cache:
+    the parent's answers re-run the sequence, which a correct cached decode equals."""
+
+    def __init__(self, d_model: int, n_heads: int, rope_base: float, eps: float, convention: str) -> None:
+        super().__init__()
+        from drill.reference.norm import RMSNorm
+
+        r, dn, dr, dv = (MLA_SIZES[k] for k in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
+                                                "v_head_dim"))
+        self.n_heads, self.rope_base, self.eps, self.convention = n_heads, rope_base, eps, convention
+        self.q_proj = nn.Linear(d_model, n_heads * (dn + dr), bias=False)
+        self.kv_a_proj_with_mqa = nn.Linear(d_model, r + dr, bias=False)
+        self.kv_a_layernorm = RMSNorm(r, eps, impl="math")
+        self.kv_b_proj = nn.Linear(r, n_heads * (dn + dv), bias=False)
+        self.o_proj = nn.Linear(n_heads * dv, d_model, bias=False)
+
+    def forward(self, x: torch.Tensor, positions: torch.Tensor, cache: Any = None) -> torch.Tensor:
+        from drill.reference.mla import mla_attention
+
+        if cache is not None or int(positions[0]) != 0:
+            raise RuntimeError("ReferenceMLA has no cache: generate by re-running the sequence")
+        weights = {n: p for n, p in self.named_parameters()}
+        return mla_attention(x, weights, self.n_heads, *MLA_SIZES.values(), rope_base=self.rope_base, eps=self.eps,
+                             convention=self.convention)[0]
+
+
 class ReferenceGQA(nn.Module):
     """The reference's grouped-query attention with the gqa exercise's interface (no RoPE)."""
 
@@ -102,6 +136,11 @@ def build_decoder(exercise: str, config: dict, convention: str = "half") -> Any:
             return NoRopeAttention(ReferenceGQA(c.hidden_size, c.num_attention_heads, c.num_key_value_heads))
 
         return Decoder(cfg, attention_factory=factory, impl="math")
+    if exercise == "mla":
+        def mla_factory(c, i):
+            return ReferenceMLA(c.hidden_size, c.num_attention_heads, c.rope_theta, c.rms_norm_eps, convention)
+
+        return Decoder(cfg, attention_factory=mla_factory, impl="math")
     return Decoder(cfg, impl="math")
 
 
@@ -161,7 +200,7 @@ def cases_for(exercise: str, seed: int) -> list:
             t0 = spec.reference_clock()
             logits = m(ids).detach()
             t1 = spec.reference_clock()
-            tokens, steps = greedy(m, ids, NEW_TOKENS, cached=cached)
+            tokens, steps = greedy(m, ids, NEW_TOKENS, cached=cached and exercise != "mla")
             took[conv] = {"logits": t1 - t0, "tokens": spec.reference_clock() - t1}
             answers[conv] = (logits, tokens, _margin(steps))
         if min(a[2] for a in answers.values()) >= MARGIN:
@@ -179,7 +218,8 @@ def cases_for(exercise: str, seed: int) -> list:
             kind=KIND,
             args={"ids": ids},
             params=params,
-            extra={"exercise": exercise, "returns": returns, "config": CONFIG, "new_tokens": NEW_TOKENS,
+            extra={"exercise": exercise, "returns": returns, "new_tokens": NEW_TOKENS,
+                   "config": dict(CONFIG, **MLA_SIZES) if exercise == "mla" else CONFIG,
                    "cached": cached, "decoder": source_for(exercise)},
             ctx={"dtype": "float32" if returns == "logits" else "int64", "in_model": True, "alt": alt},
         )

@@ -185,6 +185,11 @@ INDEX: tuple[Exercise, ...] = (
     Exercise("speculative_decoding", ("verify",),
              "one verification step of speculative sampling: p / q acceptance, the residual, the bonus token",
              "inference", "medium", ("decoding", "sampling"), "good_loop_searchsorted.py", wave=3),
+    Exercise("mla", ("MLA",),
+             "DeepSeek-V2's multi-head latent attention: decoupled RoPE, a cache of only the latent and k_rope",
+             "inference", "hard", ("kv_cache", "serving_structures"), "good_naive_expand.py", in_model=True,
+             wave=3,
+             defaults={"rope_base": 10000.0, "eps": 1e-6, "CONVENTION": "half"}),
 )
 
 _BY_NAME: dict[str, Exercise] = {e.name: e for e in INDEX}
