@@ -185,6 +185,9 @@ INDEX: tuple[Exercise, ...] = (
     Exercise("speculative_decoding", ("verify",),
              "one verification step of speculative sampling: p / q acceptance, the residual, the bonus token",
              "inference", "medium", ("decoding", "sampling"), "good_loop_searchsorted.py", wave=3),
+    Exercise("sliding_window", ("sliding_window_attention", "RollingKVCache"),
+             "causal attention over the last `window` keys, bottom-right aligned, and a KV cache that keeps only those",
+             "inference", "medium", ("kv_cache", "long_context"), "good_masked_scores.py", wave=3),
 )
 
 _BY_NAME: dict[str, Exercise] = {e.name: e for e in INDEX}
