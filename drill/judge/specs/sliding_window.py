@@ -75,8 +75,9 @@ SD = diagnoses(
               "pos_q = torch.arange(T_k - T_q, T_k), pos_k = torch.arange(T_k); compare those."),
     Diagnosis("swa_cache_grows", "The cache keeps every position",
               "A query looks back window - 1 positions at most, so between calls the cache needs only the last "
-              "window - 1 (at most `window`) keys and values: 2 * B * H * window * d elements. Yours keeps more, "
-              "and grows with the sequence, which is the memory the sliding window exists to save.",
+              "window - 1 (at most `window`) keys and values: 2 * B * H * window * d elements. Yours holds more "
+              "after a call (every position so far, or the last chunk kept whole on top of the window), so its "
+              "memory grows with the sequence or the chunk: the memory the sliding window exists to save.",
               "After attending, keep only the last `window` (or window - 1) positions: self.k = k_all[..., -keep:, "
               ":] (a ring buffer of `window` slots works too)."),
     Diagnosis("swa_evicts_before_attend", "Old positions dropped before the new queries attended",
