@@ -294,3 +294,42 @@ def test_the_fused_attentions_are_forbidden(tmp_path: Path, fork_server, call: s
     r = _grade(tmp_path, source, fork_server)
     assert r.status == "fail" and r.diagnosis.id == "forbidden_op", r.diagnosis_detail
     assert needle in r.diagnosis_detail
+
+
+# ---------------------------------------------------------------- --in-model
+
+
+def test_the_childs_windowed_decoder_with_the_reference_parts_is_the_parents() -> None:
+    """decoder.py's sliding_window slot, filled with the reference function and cache, gives the parent's answers."""
+    import types
+
+    from drill.judge import decoder, inmodel
+    from drill.reference import sliding_window as reference
+
+    logits_case, tokens_case = inmodel.cases_for("sliding_window", 5)
+    assert logits_case.extra["config"]["sliding_window"] == inmodel.WINDOW < logits_case.args["ids"].shape[1]
+    ns: dict = {}
+    exec(compile(decoder.source_for("sliding_window"), "<decoder>", "exec"), ns)
+    model = ns["Decoder"](logits_case.extra["config"], "sliding_window")
+    model.load_state_dict({k[len("decoder."):]: v for k, v in logits_case.params.items()})
+    model.swap("sliding_window", types.SimpleNamespace(sliding_window_attention=reference.sliding_window_attention,
+                                                       RollingKVCache=reference.RollingKVCache))
+    ids = logits_case.args["ids"]
+    with torch.no_grad():
+        assert torch.allclose(model(ids), logits_case.expected, atol=1e-5, rtol=1e-4)
+    assert torch.equal(ns["greedy"](model, ids, inmodel.NEW_TOKENS, cached=True), tokens_case.expected)
+    causal = inmodel.build_decoder("rmsnorm", inmodel.CONFIG).eval()  # the window changes the answer
+    causal.load_state_dict({k[len("decoder."):]: v for k, v in logits_case.params.items()})
+    assert not torch.allclose(causal(ids), logits_case.expected, atol=1e-3)
+
+
+def test_in_model_a_good_file_passes_and_an_early_eviction_fails_only_the_generation(fork_server) -> None:
+    good = check_file(SOLUTIONS / "good_masked_scores.py", "sliding_window", 6, LIMITS, pool=fork_server,
+                      in_model=True)
+    assert good.status == "pass" and sum(t.name.startswith("in-model") for t in good.tests) == 2
+    bug = check_file(SOLUTIONS / "bug_swa_evicts_before_attend__trim_then_attend.py", "sliding_window", 6, LIMITS,
+                     pool=fork_server, in_model=True)
+    in_model = {t.name.split(":")[1].split(" of ")[0].strip(): t.status for t in bug.tests
+                if t.name.startswith("in-model")}
+    assert in_model == {"logits": "pass", "greedy generation": "fail"}  # a full forward has no cache
+    assert bug.diagnosis.id == "swa_evicts_before_attend"

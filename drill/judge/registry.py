@@ -187,7 +187,8 @@ INDEX: tuple[Exercise, ...] = (
              "inference", "medium", ("decoding", "sampling"), "good_loop_searchsorted.py", wave=3),
     Exercise("sliding_window", ("sliding_window_attention", "RollingKVCache"),
              "causal attention over the last `window` keys, bottom-right aligned, and a KV cache that keeps only those",
-             "inference", "medium", ("kv_cache", "long_context"), "good_masked_scores.py", wave=3),
+             "inference", "medium", ("kv_cache", "long_context"), "good_masked_scores.py", in_model=True,
+             wave=3),
 )
 
 _BY_NAME: dict[str, Exercise] = {e.name: e for e in INDEX}
