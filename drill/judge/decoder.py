@@ -35,6 +35,8 @@ GRADED_PARTS = {
     "gqa": ("attend", "apply_rope"),
     "kv_cache": ("attend", "apply_rope"),
     "mla": ("attend", "apply_rope"),
+    # Nothing cut: the learner's function and cache go behind the decoder's own projections and RoPE.
+    "sliding_window": (),
     # The whole layer is the learner's: no attention, RoPE, MLP or block of the reference's is sent
     # (RMSNorm stays, for the final norm after the last block).
     "decoder_block": ("Block", "Attention", "attend", "apply_rope", "SwiGLU"),
@@ -202,6 +204,40 @@ class Attention(nn.Module):
             k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
             out = self.attn_fn(q, k, v, causal_mask(q.shape[2], k.shape[2], q.device))
         return self.o_proj(_merge(out))
+
+
+class WindowAttention(nn.Module):
+    """A sliding_window exercise's function (full forward) and cache (generation) behind the decoder's attention.
+
+    The decoder's projections and RoPE stay; the learner's code sees full heads (GQA's K/V repeated), as its
+    contract has one H for q, k and v.
+    """
+
+    def __init__(self, base: Attention, fn: Any, window: int) -> None:
+        super().__init__()
+        self.base, self.fn, self.window = base, fn, window
+
+    def forward(self, x: torch.Tensor, positions: torch.Tensor, cache: Any = None) -> torch.Tensor:
+        b = self.base
+        q = b._rope(_split(b.q_proj(x), b.n_heads), positions)
+        k = b._rope(_split(b.k_proj(x), b.n_kv_heads), positions)
+        v = _split(b.v_proj(x), b.n_kv_heads)
+        group = b.n_heads // b.n_kv_heads
+        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+        out = self.fn(q, k, v, self.window) if cache is None else cache(q, k, v)
+        return b.o_proj(_merge(out))
+
+
+class RollingSlot:
+    """A sliding_window exercise's RollingKVCache with the decoder cache's `length` (positions seen so far)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.length = inner, 0
+
+    def __call__(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        out = self.inner.attend(q, k, v)
+        self.length += q.shape[-2]
+        return out
 
 
 class PastKVAttention(nn.Module):
@@ -422,6 +458,10 @@ class Decoder(nn.Module):
                 sizes = (c["kv_lora_rank"], c["qk_nope_head_dim"], c["qk_rope_head_dim"], c["v_head_dim"])
                 replace(layer, "self_attn",
                         LatentPastAttention(mod.MLA(d, h, *sizes, c["rope_theta"], c["rms_norm_eps"])))
+            elif exercise == "sliding_window":
+                layer.self_attn = WindowAttention(layer.self_attn, mod.sliding_window_attention, c["sliding_window"])
+        if exercise == "sliding_window":
+            self.rolling = mod.RollingKVCache
         if exercise == "decoder_block":
             layers = self.model.layers
             for i, slot in enumerate(list(layers)):
@@ -434,6 +474,8 @@ class Decoder(nn.Module):
 
     def new_caches(self, batch: int, max_len: int) -> list:
         c = self.c
+        if getattr(self, "rolling", None) is not None:  # sliding_window: the learner's cache, one per layer
+            return [RollingSlot(self.rolling(c["sliding_window"])) for _ in range(c["num_hidden_layers"])]
         dh = c["hidden_size"] // c["num_attention_heads"]
         dtype = self.lm_head.weight.dtype
         if self.exercise == "mla":

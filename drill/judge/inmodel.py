@@ -32,7 +32,12 @@ latent buffers (decoder.LatentCache); the parent's answers re-run the
 sequence with the reference MLA. rope, kv_cache, decoder_block and mla follow the
 file's CONVENTION: the parent computes both conventions' answers and the spec's
 `prepare` keeps the declared one (kv_cache's and decoder_block's modules do their
-own RoPE, so the child's decoder needs no change for them).
+own RoPE, so the child's decoder needs no change for them). sliding_window's
+decoder attends over the last WINDOW positions in every layer (the parent's
+reference through `drill.reference.sliding_window`): the full forward calls the
+learner's `sliding_window_attention`, generation one `RollingKVCache` per layer
+(prefill of a prompt longer than the window, then one token per step), both
+behind the decoder's own projections and RoPE (`decoder.WindowAttention`).
 """
 
 from __future__ import annotations
@@ -50,6 +55,9 @@ UNCACHED = ("gqa", "decoder_block")
 NEW_TOKENS = 16
 LOGIT_GAIN = 8.0
 MARGIN = 1e-2  # minimum top-1 minus top-2 logit at every greedy step of the reference
+# sliding_window's decoder: every layer attends over this many positions (the prompt is longer, so the cache
+# evicts from the prefill on); its config carries it as "sliding_window" (Hugging Face's name).
+WINDOW = 5
 CONFIG = {
     "vocab_size": 97,
     "hidden_size": 64,
@@ -126,11 +134,25 @@ class ReferenceGQA(nn.Module):
         return grouped_query_attention(x, *w, self.n_heads, self.n_kv_heads, impl="math")[0]
 
 
+def config_for(exercise: str) -> dict:
+    """The decoder's config for an exercise: CONFIG, plus the window for sliding_window."""
+    return {**CONFIG, "sliding_window": WINDOW} if exercise == "sliding_window" else CONFIG
+
+
 def build_decoder(exercise: str, config: dict, convention: str = "half") -> Any:
     """The reference decoder the exercise's component is swapped into (math path everywhere)."""
-    from drill.reference.model import Decoder, LlamaConfig
+    from drill.reference.model import Attention, Decoder, LlamaConfig
 
+    config = dict(config)
+    window = config.pop("sliding_window", None)
     cfg = LlamaConfig(**config, rope_convention=convention)
+    if window is not None:
+        from drill.reference.sliding_window import sliding_window_attention
+
+        def windowed(q, k, v, mask):  # the default attention's full heads; the causal mask is the window's job
+            return sliding_window_attention(q, k, v, window)
+
+        return Decoder(cfg, attention_factory=lambda c, i: Attention(c, attn_fn=windowed, impl="math"), impl="math")
     if exercise == "gqa":
         def factory(c, i):
             return NoRopeAttention(ReferenceGQA(c.hidden_size, c.num_attention_heads, c.num_key_value_heads))
@@ -181,8 +203,9 @@ def cases_for(exercise: str, seed: int) -> list:
     conventions = ("half", "interleaved") if exercise in CONVENTION_EXERCISES else ("half",)
     gen = torch.Generator().manual_seed(seed)
     models = {}
+    config = config_for(exercise)
     for conv in conventions:
-        m = build_decoder(exercise, CONFIG, conv).eval()
+        m = build_decoder(exercise, config, conv).eval()
         m.init_weights(generator=torch.Generator().manual_seed(seed))
         with torch.no_grad():
             m.lm_head.weight.mul_(LOGIT_GAIN)  # well-separated logits: greedy steps are never near ties
@@ -219,7 +242,7 @@ def cases_for(exercise: str, seed: int) -> list:
             args={"ids": ids},
             params=params,
             extra={"exercise": exercise, "returns": returns, "new_tokens": NEW_TOKENS,
-                   "config": dict(CONFIG, **MLA_SIZES) if exercise == "mla" else CONFIG,
+                   "config": dict(config, **MLA_SIZES) if exercise == "mla" else config,  # the child's mla sizes
                    "cached": cached, "decoder": source_for(exercise)},
             ctx={"dtype": "float32" if returns == "logits" else "int64", "in_model": True, "alt": alt},
         )

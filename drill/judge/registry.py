@@ -190,6 +190,10 @@ INDEX: tuple[Exercise, ...] = (
              "inference", "hard", ("kv_cache", "serving_structures"), "good_naive_expand.py", in_model=True,
              wave=3,
              defaults={"rope_base": 10000.0, "eps": 1e-6, "CONVENTION": "half"}),
+    Exercise("sliding_window", ("sliding_window_attention", "RollingKVCache"),
+             "causal attention over the last `window` keys, bottom-right aligned, and a KV cache that keeps only those",
+             "inference", "medium", ("kv_cache", "long_context"), "good_masked_scores.py", in_model=True,
+             wave=3),
 )
 
 _BY_NAME: dict[str, Exercise] = {e.name: e for e in INDEX}
