@@ -153,6 +153,30 @@ def _build_root(spec: dict) -> str:
     return root
 
 
+# The parts of a fresh /proc that still reach the whole machine, as container runtimes treat them: the
+# namespace's own proc shows the host's sysctls, and a worker whose uid is root's (mapped, no capabilities)
+# could write them (kernel/core_pattern, vm/drop_caches, kernel/hostname). Read-only: these folders and
+# files; hidden (an empty file or folder over them): kernel memory, keyrings and timer/scheduler internals.
+PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs")
+PROC_HIDDEN = ("kcore", "keys", "key-users", "timer_list", "sched_debug", "latency_stats", "kallsyms", "kmsg",
+               "acpi", "scsi", "asound")
+
+
+def _mask_proc(proc: str) -> None:
+    flags = MS_NOSUID | MS_NODEV | MS_NOEXEC  # proc's own flags, locked in a user namespace: kept on remount
+    for name in PROC_READ_ONLY:
+        path = f"{proc}/{name}"
+        if os.path.exists(path):
+            _mount(path, path, None, MS_BIND | MS_REC)
+            _mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | flags)
+    for name in PROC_HIDDEN:
+        path = f"{proc}/{name}"
+        if os.path.isdir(path):
+            _mount("drill-masked", path, "tmpfs", MS_RDONLY | flags, "size=4k,mode=0555")
+        elif os.path.exists(path):
+            _mount("/dev/null", path, None, MS_BIND)
+
+
 def _gpu_view(root: str) -> None:
     """What a CUDA process needs inside the view (a check on CUDA only; untestable without a GPU, keep it small).
 
@@ -290,6 +314,7 @@ def enter(spec: dict) -> dict:
     try:
         root = _build_root(spec)
         _mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        _mask_proc(root + "/proc")
         _pivot(root)
     except OSError as exc:
         os.write(2, f"drill sandbox: could not build the read-only view: {exc}\n".encode())
