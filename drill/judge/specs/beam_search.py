@@ -221,7 +221,7 @@ def _search(model, bos: int, eos: int, k: int, t_max: int, lp: float, *, trace: 
                 if trace is not None:
                     trace.early = s < t_max
                 break
-    if returns == "running" and last_running:
+    if returns == "running" and last_running and len(last_running[0][0]) == t_max:  # ran to the end
         toks, total = last_running[0]
         return toks, norm(total, len(toks))
     if returns == "pooled":
@@ -322,7 +322,8 @@ def _locate(case: Case):
             where, gv, ev = "in the score", g_score, e_score
         msg = (f"got tokens {g_toks} with score {g_score:.6g}, expected {e_toks} with score {e_score:.6g} "
                f"(they differ {where})")
-        return replace(comparison, message=msg, short=msg, where=where, worst_got=float(gv),
+        short = f"differ {where}: got {g_toks} ({g_score:.6g}), expected {e_toks} ({e_score:.6g})"
+        return replace(comparison, message=msg, short=short, where=where, worst_got=float(gv),
                        worst_expected=float(ev))
 
     return locate
