@@ -186,8 +186,9 @@ INDEX: tuple[Exercise, ...] = (
              "one verification step of speculative sampling: p / q acceptance, the residual, the bonus token",
              "inference", "medium", ("decoding", "sampling"), "good_loop_searchsorted.py", wave=3),
     Exercise("beam_search", ("beam_search",),
-             "beam search as Hugging Face's generate runs it: 2k candidates, eos hypotheses, length penalty, early stop",
-             "inference", "medium", ("decoding",), "good_python_lists.py", defaults={"length_penalty": 1.0}, wave=3),
+             "beam search as in Hugging Face's generate: 2k candidates, eos hypotheses, length penalty, early stop",
+             "inference", "medium", ("decoding",), "good_python_lists.py", defaults={"length_penalty": 1.0},
+             wave=3),
 )
 
 _BY_NAME: dict[str, Exercise] = {e.name: e for e in INDEX}

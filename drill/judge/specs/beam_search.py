@@ -118,8 +118,8 @@ class Trace:
         self.eos_every = True  # ... at every step
         self.eos_dropped = False  # an eos ranked in [beam_width, 2 * beam_width) at some step
         self.hyp_steps: list[int] = []  # the step of every hypothesis added
-        self.crowded = False
-        self.eos_hyp_first = False  # a hypothesis ending in eos kept at step 1  # one beam supplied more than 2 of the first 2 * beam_width candidates
+        self.crowded = False  # one beam supplied more than 2 of the first 2 * beam_width candidates
+        self.eos_hyp_first = False  # a hypothesis ending in eos kept at step 1
 
     def near(self, a: float, b: float) -> None:
         self.gap = min(self.gap, abs(a - b))
