@@ -10,6 +10,9 @@ The model, for one row x_0 .. x_{t-1} (x_0 = bos): z = sum_i emb[x_i] * DECAY^(t
 logits = tanh(z) @ w + bias, log_softmax in float64, returned as fp32 (N, V). Each row is computed on its own,
 so a batch of N rows gives each row the values it gets alone: the learner may batch its beams or not.
 
+A repeat-call probe (the case's `repeat`: other model tensors of the same shapes) runs one search on that model
+first, with its own counter, and grades only the second.
+
 The wrapper counts the calls and the rows of each: an advisory (one call per step, at most beam_width rows)
 reads them. The answer travels back as one float64 vector (`encode`):
     [LENGTH_BASE + len(tokens), score, tok_0 .. tok_{n-1}, -1 padding to max_new_tokens, calls, max rows]
@@ -82,8 +85,8 @@ class TinyLM:
             raise ContractError("wrong_type", f"step_logprobs was called with {tokens.dtype} tokens, not int64")
         cpu = tokens.detach().to("cpu", torch.int64)
         if bool((cpu < 0).any()) or bool((cpu >= self.vocab).any()):
-            raise ContractError("wrong_type", f"step_logprobs was called with a token id outside 0 .. "
-                                              f"{self.vocab - 1}")
+            # an IndexError as the model's embedding lookup would raise: the learner's own bug, not a type
+            raise IndexError(f"step_logprobs was called with a token id outside 0 .. {self.vocab - 1}")
         self.rows.append(int(cpu.shape[0]))
         out = torch.stack([self.row(r) for r in cpu.tolist()])
         return out.to(device)
@@ -149,6 +152,10 @@ def run_case(mod: Any, case: dict, tensors: dict, host: Any) -> dict[str, torch.
     if case["extra"].get("default_penalty"):  # the contract's default length_penalty = 1.0, left out
         values = values[:-1]
     target = case["target"]
+    if case.get("repeat"):  # a repeat-call probe: a first search on another model of the same sizes, not graded
+        first = dict(zip(case["arg_names"], case["repeat"], strict=True))
+        getattr(mod, target)(TinyLM(*(tensors[first[n]["t"]] for n in MODEL_ARGS), max_calls=model.max_calls),
+                             *values)
     result = getattr(mod, target)(model, *values)
     tokens, score = _answer(result, int(refs["max_new_tokens"]["v"]), target)
     return {"out": encode(tokens, score, int(refs["max_new_tokens"]["v"]), model.rows)}

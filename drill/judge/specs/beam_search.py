@@ -32,7 +32,7 @@ import torch
 from drill.judge import beam
 from drill.judge.registry import default
 from drill.judge.spec import Bug, Case, Diagnosis, Spec, Tolerance
-from drill.judge.specs._common import Draw, diagnoses
+from drill.judge.specs._common import Draw, diagnoses, repeat_probe
 
 TARGET = "beam_search"
 MARGIN = 1e-5  # the smallest gap between two compared quantities on a case's reference path
@@ -445,6 +445,13 @@ def make_cases(seed: int) -> list[Case]:
                k=(2, 3), t_max=(4, 7), lp=default(TARGET, "length_penalty"), eos_bias=(0.5, 2.0),
                default_penalty=True),
     ]
+    # Drawn last, so every earlier case keeps its draws: a first search on another model of the same sizes, then
+    # the graded one (code that keeps anything between calls answers from the first model).
+    graded = _drawn(d, "repeat call: beam_search twice, models of the same sizes",
+                    lambda t, x, k, n, e: t.steps >= 3, k=3, t_max=(5, 8), lp=1.0, eos_bias=(0.5, 2.5))
+    a = graded.args
+    first = _draw_model(d, a["emb"].shape[0], a["max_new_tokens"], sharp=1.5, eos=a["eos_id"], eos_bias=1.5)
+    cases.append(repeat_probe(graded, {**a, **first}))
     return cases
 
 
