@@ -301,7 +301,7 @@ def _from_values(evals: list[CaseEval], by_status: dict[str, list[CaseEval]], bu
             message = ev.record.get("message", "")
             tuple_wanted = status == "wrong_type" and ("instead of a tuple" in str(message)
                                                        or "in the tuple" in str(message))
-            if status == "wrong_type" and ev.case.kind == "exact":
+            if status == "wrong_type" and ev.case.kind in ("exact", "beam"):  # plain Python answers (beam.py too)
                 return Verdict(EXACT_TYPE, message)
             return Verdict(TUPLE_TYPE if tuple_wanted else GENERIC[status], message)
         for ev in evals:

@@ -194,6 +194,10 @@ INDEX: tuple[Exercise, ...] = (
              "causal attention over the last `window` keys, bottom-right aligned, and a KV cache that keeps only those",
              "inference", "medium", ("kv_cache", "long_context"), "good_masked_scores.py", in_model=True,
              wave=3),
+    Exercise("beam_search", ("beam_search",),
+             "beam search as in Hugging Face's generate: 2k candidates, eos hypotheses, length penalty, early stop",
+             "inference", "medium", ("decoding",), "good_python_lists.py", defaults={"length_penalty": 1.0},
+             wave=3),
 )
 
 _BY_NAME: dict[str, Exercise] = {e.name: e for e in INDEX}
