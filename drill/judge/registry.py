@@ -185,6 +185,9 @@ INDEX: tuple[Exercise, ...] = (
     Exercise("speculative_decoding", ("verify",),
              "one verification step of speculative sampling: p / q acceptance, the residual, the bonus token",
              "inference", "medium", ("decoding", "sampling"), "good_loop_searchsorted.py", wave=3),
+    Exercise("paged_kv", ("PagedKVCache", "paged_attention"),
+             "a paged KV cache: block pools, per-sequence block tables, a free list, and attention read through them",
+             "inference", "hard", ("kv_cache", "serving_structures"), "good_stack_vectorised.py", wave=3),
 )
 
 _BY_NAME: dict[str, Exercise] = {e.name: e for e in INDEX}
