@@ -100,7 +100,7 @@ PD = diagnoses(
 class Variant:
     """A paged cache with knobs; every knob at its default is the contract (used for the mistakes)."""
 
-    reads = "table"  # "logical": k_pool[p // bs]
+    reads = "table"  # "logical": k_pool[p // bs] read; "logical_both": written there too
     stale = False  # attention over len(table) * bs slots
     frees = True
     take = "ceil"  # "eager": T // bs + 1 blocks; "strict": a new block only when p > len(table) * bs
@@ -108,12 +108,14 @@ class Variant:
     gqa = "div"  # "mod"
     alloc = "stack"  # "counter": block ids from a counter modulo num_blocks
     shadow = False
+    order = "low"  # which free block comes next: "low" (a stack handing out 0 first), "high" (list.pop() of
+    # range(num_blocks)), "fifo" (a deque: freed blocks queue behind the never used ones)
 
     def __init__(self, num_blocks, block_size, n_kv_heads, d_head, dtype=torch.float32):
         self.nb, self.bs = num_blocks, block_size
         self.k_pool = torch.zeros(num_blocks, block_size, n_kv_heads, d_head, dtype=dtype)
         self.v_pool = torch.zeros_like(self.k_pool)
-        self.free_list = list(range(num_blocks - 1, -1, -1))
+        self.free_list = list(range(num_blocks - 1, -1, -1)) if self.order == "low" else list(range(num_blocks))
         self.counter, self.n_free = 0, num_blocks
         self.tables: dict = {}
         self.lengths: dict = {}
@@ -149,7 +151,7 @@ class Variant:
             self.counter += 1
             self.n_free -= 1
             return b
-        return self.free_list.pop()
+        return self.free_list.pop(0) if self.order == "fifo" else self.free_list.pop()
 
     def append(self, sid, k, v):
         table = self._live(sid)
@@ -165,6 +167,8 @@ class Variant:
             if self._needs(p, len(table)):
                 table.append(self._take())
             blk = table[-1] if self.take == "strict" else table[p // self.bs]
+            if self.reads == "logical_both":
+                blk = p // self.bs
             self.k_pool[blk, p % self.bs] = k[t].to(self.k_pool.dtype)
             self.v_pool[blk, p % self.bs] = v[t].to(self.v_pool.dtype)
             self.lengths[sid] = p + 1
@@ -178,7 +182,7 @@ class Variant:
             if self.alloc == "counter":
                 self.n_free += len(table)
             else:
-                self.free_list.extend(reversed(table))
+                self.free_list.extend(reversed(table) if self.order == "low" else table)
         del self.tables[sid], self.lengths[sid]
         self.copies.pop(sid, None)
 
@@ -189,7 +193,7 @@ class Variant:
             return self.copies[sid]
         pos = torch.arange(n)
         logical = pos // self.bs
-        blocks = logical if self.reads == "logical" else torch.tensor(table, dtype=torch.long)[logical]
+        blocks = logical if self.reads.startswith("logical") else torch.tensor(table, dtype=torch.long)[logical]
         return self.k_pool[blocks, pos % self.bs], self.v_pool[blocks, pos % self.bs]
 
     def gather(self, sid):
@@ -516,9 +520,15 @@ def make_cases(seed: int) -> list[Case]:
     return cases
 
 
+ORDERS = {"low": "block 0 first", "high": "the highest block first", "fifo": "a FIFO free list"}
+
 PAGED_VARIANTS = [
-    ("paged_logical_as_physical", "reads k_pool[p // block_size]", _v(reads="logical")),
-    ("paged_reads_stale_slots", "attention over len(table) * block_size slots", _v(stale=True)),
+    *(("paged_logical_as_physical", f"reads k_pool[p // block_size] ({said})", _v(reads="logical", order=o))
+      for o, said in ORDERS.items()),
+    *(("paged_logical_as_physical", f"reads and writes k_pool[p // block_size] ({said})",
+       _v(reads="logical_both", order=o)) for o, said in ORDERS.items()),
+    *(("paged_reads_stale_slots", f"attention over len(table) * block_size slots ({said})", _v(stale=True, order=o))
+      for o, said in ORDERS.items()),
     ("paged_block_not_freed", "free() forgets the blocks", _v(frees=False)),
     ("paged_boundary_missed", "a new block only when p > len(table) * block_size", _v(take="strict")),
     ("paged_eager_block", "T // block_size + 1 blocks", _v(take="eager")),
