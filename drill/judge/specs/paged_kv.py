@@ -530,7 +530,8 @@ PAGED_VARIANTS = [
     *(("paged_reads_stale_slots", f"attention over len(table) * block_size slots ({said})", _v(stale=True, order=o))
       for o, said in ORDERS.items()),
     ("paged_block_not_freed", "free() forgets the blocks", _v(frees=False)),
-    ("paged_boundary_missed", "a new block only when p > len(table) * block_size", _v(take="strict")),
+    *(("paged_boundary_missed", f"a new block only when p > len(table) * block_size ({said})",
+       _v(take="strict", order=o)) for o, said in ORDERS.items()),
     ("paged_eager_block", "T // block_size + 1 blocks", _v(take="eager")),
     ("paged_partial_append", "blocks taken and positions written until none is free", _v(partial=True)),
     ("paged_gqa_mapping", "KV head h % n_kv_heads", _v(gqa="mod")),
