@@ -237,9 +237,11 @@ def test_the_starter_is_not_implemented(fork_server) -> None:
 
 def test_sdpa_is_forbidden(tmp_path: Path, fork_server) -> None:
     good = (SOLUTIONS / "good_stack_vectorised.py").read_text()
-    text = good.replace('''        w = torch.softmax(torch.einsum("hd,thd->ht", q[i].float(), k) / math.sqrt(d_head), dim=-1)
-        out[i] = torch.einsum("ht,thd->hd", w, v).to(q.dtype)''', '''        out[i] = torch.nn.functional.scaled_dot_product_attention(
-            q[i].float()[:, None], k.transpose(0, 1), v.transpose(0, 1))[:, 0].to(q.dtype)''')
+    mine = ('        w = torch.softmax(torch.einsum("hd,thd->ht", q[i].float(), k) / math.sqrt(d_head), dim=-1)\n'
+            '        out[i] = torch.einsum("ht,thd->hd", w, v).to(q.dtype)')
+    sdpa = ("        out[i] = torch.nn.functional.scaled_dot_product_attention(\n"
+            "            q[i].float()[:, None], k.transpose(0, 1), v.transpose(0, 1))[:, 0].to(q.dtype)")
+    text = good.replace(mine, sdpa)
     assert text != good
     r = _grade(tmp_path, text, fork_server)
     assert r.status == "fail" and r.diagnosis.id == "forbidden_op", (r.status, r.diagnosis)
