@@ -386,10 +386,29 @@ def _cases(name: str, script: Script, returns: tuple[str, ...] = paged_kind.RETU
                     extra={**extra, "returns": r}, out_dtype=torch.float32 if is_float else torch.int64, ctx=ctx)
         if r == "storage":
             case.judge = _storage_judge(case)
+        if r == "raises":
+            case.derive = _raised_at_expected(script.ops)
         cases.append(case)
     if "raises" in returns:
         cases.append(_exception_case(label, extra, script))
     return cases
+
+
+def _raised_at_expected(ops: list[dict]):
+    """Where an op expects an exception and any was raised, count it as the one wanted: the exception's type is
+    the judged case's (`paged_wrong_exception`); this case grades whether each op raised or returned."""
+    wanted = {i: paged_kind.EXCEPTIONS.index(op["expect"]) for i, op in enumerate(ops) if op.get("expect")}
+
+    def derive(got):
+        if not isinstance(got, torch.Tensor) or got.shape != (len(ops),):
+            return got
+        got = got.clone()
+        for i, code in wanted.items():
+            if got[i] >= 0:
+                got[i] = code
+        return got
+
+    return derive
 
 
 def _exception_case(label: str, extra: dict, script: Script) -> Case:
