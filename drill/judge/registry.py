@@ -198,6 +198,9 @@ INDEX: tuple[Exercise, ...] = (
              "beam search as in Hugging Face's generate: 2k candidates, eos hypotheses, length penalty, early stop",
              "inference", "medium", ("decoding",), "good_python_lists.py", defaults={"length_penalty": 1.0},
              wave=3),
+    Exercise("paged_kv", ("PagedKVCache", "paged_attention"),
+             "a paged KV cache: block pools, per-sequence block tables, a free list, and attention read through them",
+             "inference", "hard", ("kv_cache", "serving_structures"), "good_stack_vectorised.py", wave=3),
 )
 
 _BY_NAME: dict[str, Exercise] = {e.name: e for e in INDEX}
