@@ -31,8 +31,11 @@ SEEDS = [0, 7, 20261129]
 # kv_cache's chains and lr_schedule's maps (every test a run of calls on the same function with other arguments)
 # are repeat calls throughout, and so are bpe's exact cases (train_bpe and Tokenizer called again in the same
 # process on other texts, case after case; encode then decode on one instance), and adamw's scenarios (every
-# case a new optimizer stepped several times in the process the earlier ones ran in); every other has a probe.
-PROBED = [name for name in registry.SPECS if name not in ("kv_cache", "lr_schedule", "bpe", "adamw")]
+# case a new optimizer stepped several times in the process the earlier ones ran in), and paged_kv's scripts
+# (every case a new cache driven through dozens of calls after the earlier cases' caches), and mla's chains (as
+# kv_cache's, plus two sequences interleaved through one module); every other has a probe.
+PROBED = [name for name in registry.SPECS
+          if name not in ("kv_cache", "lr_schedule", "bpe", "adamw", "paged_kv", "mla")]
 FIXTURES = Path(__file__).parent / "fixtures" / "solutions"
 
 
