@@ -387,7 +387,7 @@ def _uniform_separating(d: Draw) -> Case:
         res = _residual(p[0].double(), q[0].double())
         u0 = float(u[0])
         picks = {_inverse_cdf(res, float(u[k])), _inverse_cdf(res, u0), _inverse_cdf(res, (u0 - r) / (1 - r))}
-        if len(picks) == 3:
+        if len(picks) == 3 and u0 >= r and bool((u >= 0).all() and (u < 1).all()):  # rejected, uniforms in [0, 1)
             return _case(f"the first draft rejected, its uniform and uniforms[K] in different residual steps "
                          f"(K = {k}, V = {v})", dt, q, p, u)
     raise AssertionError("no step separates the three uniforms")
