@@ -18,6 +18,7 @@ from .model import Attention, Decoder, LlamaConfig, PastKVAttention, copy_weight
 from .moe import MoE, load_balancing_loss, moe, route, router_probs
 from .norm import LayerNorm, RMSNorm, layer_norm, layer_norm_backward, rms_norm, rms_norm_backward
 from .optim import AdamW
+from .paged_kv import PagedKVCache, paged_attention
 from .quant import int8_matmul, quantize_rowwise
 from .rope import apply_rope, half_to_interleaved_perm, rope_angles
 from .sampling import filter_logits, keep_mask, softmax_kept
@@ -33,6 +34,7 @@ __all__ = [
     "LlamaConfig",
     "LoRALinear",
     "MoE",
+    "PagedKVCache",
     "PastKVAttention",
     "RMSNorm",
     "SwiGLU",
@@ -62,6 +64,7 @@ __all__ = [
     "moe",
     "keep_mask",
     "multi_head_attention",
+    "paged_attention",
     "quantize_rowwise",
     "rms_norm",
     "rms_norm_backward",

@@ -21,9 +21,11 @@ Runs only a file that passes `drill check` (checked first; exit 1 with the
 reason otherwise). Your code runs in the grader's isolated process, on the
 same inputs as the reference, one thread on CPU (--threads), bf16 on CUDA.
 Sizes: sequence length for attention, flash_attention, mha, gqa, rope,
-decoder_block; cache length for kv_cache (one decode step); hidden size for
-rmsnorm, layernorm and swiglu; vocabulary size for cross_entropy and sampling;
-the number of experts for moe. The ladder
+decoder_block, attention_backward and flash_attention_backward; cache length
+for kv_cache and paged_kv (one decode step); hidden size for rmsnorm,
+layernorm, layernorm_backward and swiglu; vocabulary size for cross_entropy,
+cross_entropy_backward and sampling; the number of experts for moe; the
+matrix size for quant_matmul. The ladder
 stops before a size whose naive memory estimate exceeds the budget, after a
 size slower than --size-budget (or before one predicted to be), before a size
 predicted not to finish within --timeout, or at --max-size.

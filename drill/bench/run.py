@@ -209,7 +209,7 @@ class BenchReport:
         if mem_mine is not None and mem_fused is not None and mem_mine > mem_fused + 0.5:
             notes.append(
                 f"your peak memory grows as {label}^{mem_mine:.2f}, the fused reference's as {label}^{mem_fused:.2f}: "
-                "you materialise something the fused kernel never holds (for attention, the T x T scores)"
+                f"you materialise something the fused kernel never holds ({self.workload.memory_note})"
             )
         return notes
 

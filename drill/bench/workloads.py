@@ -27,14 +27,15 @@ reads ladders before torch is loaded.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
+from drill.bench import workloads_backprop, workloads_serve
+from drill.bench.workload_kit import Call, Workload, load_module
+from drill.bench.workload_kit import gen as _gen
+from drill.bench.workload_kit import linear_weights as _linear_weights
+from drill.bench.workload_kit import randn as _randn
 from drill.judge.registry import bench_names, default
-
-Call = Callable[[], Any]
 
 # The contracts' defaults, read from the exercise index once (the callables below run where drill is hidden).
 RMS_EPS = default("rmsnorm", "eps")
@@ -46,81 +47,6 @@ KV_ROPE_BASE = default("kv_cache", "rope_base")
 BLOCK_EPS = default("decoder_block", "eps")
 BLOCK_ROPE_BASE = default("decoder_block", "rope_base")
 FFN_MULTIPLE_OF = default("swiglu", "multiple_of")
-
-
-@dataclass(frozen=True)
-class Workload:
-    exercise: str
-    size_name: str  # what varies, in words ("sequence length T")
-    size_label: str  # table header ("T", "d_model", "cache T")
-    ladder_cpu: tuple[int, ...]
-    ladder_cuda: tuple[int, ...]
-    dims_cpu: dict[str, Any]
-    dims_cuda: dict[str, Any]
-    expected_exponent: float  # time ~ size^this for an efficient implementation
-    expected_note: str
-    build: Callable[..., dict[str, Any]]
-    reference: Callable[..., Call]
-    learner: Callable[..., Call]
-    est_bytes: Callable[[int, dict[str, Any], int], int]
-    tokens: Callable[[int, dict[str, Any]], int]  # tokens processed per call
-    bytes_moved: Callable[[int, dict[str, Any], int], int] | None = None  # minimum memory traffic per call
-    bandwidth_bound: bool = False  # report bandwidth as a fraction of the device's peak
-    comparable: bool = True  # the learner's output must match the fused reference's on the same inputs
-
-    def ladder(self, device: str) -> tuple[int, ...]:
-        return self.ladder_cuda if device == "cuda" else self.ladder_cpu
-
-    def dims(self, device: str) -> dict[str, Any]:
-        return dict(self.dims_cuda if device == "cuda" else self.dims_cpu)
-
-
-# -- helpers (torch imported inside) -----------------------------------------
-
-
-def _randn(gen: Any, *shape: int, dtype: Any, device: Any, scale: float = 1.0) -> Any:
-    """Drawn on the device itself (large CUDA weights never pass through host memory), then cast."""
-    import torch
-
-    t = torch.randn(*shape, generator=gen, dtype=torch.float32, device=device)
-    if scale != 1.0:
-        t.mul_(scale)
-    return t.to(dtype=dtype)
-
-
-def _gen(seed: int, device: Any) -> Any:
-    import torch
-
-    g = torch.Generator(device=device)
-    g.manual_seed(seed)
-    return g
-
-
-def _linear_weights(gen: Any, shapes: dict[str, tuple[int, int]], dtype: Any, device: Any) -> dict[str, Any]:
-    """Weights named by attribute path, scaled 1/sqrt(fan_in) so activations stay O(1)."""
-    return {k: _randn(gen, o, i, dtype=dtype, device=device, scale=1.0 / math.sqrt(i)) for k, (o, i) in shapes.items()}
-
-
-def load_module(factory: Callable[[], Any], weights: dict[str, Any], dtype: Any, device: Any) -> Any:
-    """Build the learner's module ON the device, cast it, and copy the shared weights into it.
-
-    Built under `with torch.device(device)` so that its parameters are created
-    (and randomly initialised) where they will live: a CUDA SwiGLU at
-    d_model=8192 has 540 M parameters, whose fp32 CPU copy alone would be
-    2.2 GB of host memory and seconds of single-threaded init.
-    """
-    import torch
-
-    with torch.device(device):
-        module = factory()
-    module.to(device=device, dtype=dtype)
-    for path, value in weights.items():
-        obj = module
-        for part in path.split("."):
-            obj = getattr(obj, part)
-        with torch.no_grad():
-            obj.copy_(value)
-    return module.eval()
 
 
 def ffn_hidden(d_model: int, multiple_of: int = FFN_MULTIPLE_OF) -> int:
@@ -720,7 +646,11 @@ SAMPLING = Workload(
 
 # Every Workload defined above; which exercises have one is the index's `bench` flag, in its
 # order (tests/test_exercise_index.py checks that the two agree, both ways).
-_DEFINED: dict[str, Workload] = {w.exercise: w for w in list(globals().values()) if isinstance(w, Workload)}
+_DEFINED: dict[str, Workload] = {
+    w.exercise: w
+    for w in (*globals().values(), *vars(workloads_backprop).values(), *vars(workloads_serve).values())
+    if isinstance(w, Workload)
+}
 WORKLOADS: dict[str, Workload] = {name: _DEFINED[name] for name in bench_names() if name in _DEFINED}
 
 
