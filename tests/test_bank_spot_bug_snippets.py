@@ -244,6 +244,66 @@ def _residual_normed(bug: dict, fixed: dict) -> None:
     torch.testing.assert_close(blocks[1](x), ref)
 
 
+def _autograd_attention(q, k, v, g):
+    leaves = [t.clone().requires_grad_(True) for t in (q, k, v)]
+    out = torch.softmax(leaves[0] @ leaves[1].transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1) @ leaves[2]
+    return out.detach(), torch.autograd.grad(out, leaves, g)
+
+
+def _attn_jacobian(bug: dict, fixed: dict) -> None:
+    q, k, v, g = (torch.randn(2, 5, 4, dtype=torch.float64) for _ in range(4))
+    _, want = _autograd_attention(q, k, v, g)
+    got_bug, got_fixed = bug["attention_backward"](q, k, v, g), fixed["attention_backward"](q, k, v, g)
+    torch.testing.assert_close(got_bug[2], want[2])  # dv is right in the buggy snippet, as the prompt says
+    assert not torch.allclose(got_bug[0], want[0]) and not torch.allclose(got_bug[1], want[1])
+    for got, ref in zip(got_fixed, want):
+        torch.testing.assert_close(got, ref)
+
+
+def _ln_variance_path(bug: dict, fixed: dict) -> None:
+    x, w = torch.randn(3, 6, dtype=torch.float64), torch.randn(6, dtype=torch.float64)
+    b = torch.zeros(6, dtype=torch.float64)
+
+    def autograd(g):
+        leaves = [t.clone().requires_grad_(True) for t in (x, w, b)]
+        out = F.layer_norm(leaves[0], (6,), leaves[1], leaves[2], 1e-5)
+        return torch.autograd.grad(out, leaves, g)
+
+    g = torch.randn(3, 6, dtype=torch.float64)
+    flat = torch.ones(3, 1, dtype=torch.float64) * torch.randn(3, 1, dtype=torch.float64) / w  # g*w constant per row
+    torch.testing.assert_close(bug["layernorm_backward"](x, w, flat)[0], autograd(flat)[0])
+    got_bug = bug["layernorm_backward"](x, w, g)
+    want = autograd(g)
+    torch.testing.assert_close(got_bug[1], want[1])
+    assert not torch.allclose(got_bug[0], want[0])
+    for got, ref in zip(fixed["layernorm_backward"](x, w, g), want):
+        torch.testing.assert_close(got, ref)
+
+
+def _ce_padding(bug: dict, fixed: dict) -> None:
+    logits = torch.randn(8, 5, dtype=torch.float64)
+    targets = torch.tensor([0, 4, -100, 2, -100, 1, 3, 3])
+    leaf = logits.clone().requires_grad_(True)
+    (want,) = torch.autograd.grad(F.cross_entropy(leaf, targets, ignore_index=-100), leaf)
+    torch.testing.assert_close(bug["cross_entropy_backward"](logits, targets), want * 6 / 8)
+    torch.testing.assert_close(fixed["cross_entropy_backward"](logits, targets), want)
+
+
+def _flash_d(bug: dict, fixed: dict) -> None:
+    t, d = 40, 8
+    q, k, v, g = (torch.randn(t, d, dtype=torch.float64) for _ in range(4))
+    out, want = _autograd_attention(q, k, v, g)
+    lse = torch.logsumexp(q @ k.T / math.sqrt(d), dim=-1)
+    one_tile = bug["flash_backward"](q, k, v, out, lse, g, block=64)
+    for got, ref in zip(one_tile, want):
+        torch.testing.assert_close(got, ref)
+    tiled = bug["flash_backward"](q, k, v, out, lse, g, block=16)
+    torch.testing.assert_close(tiled[2], want[2])
+    assert not torch.allclose(tiled[0], want[0]) and not torch.allclose(tiled[1], want[1])
+    for got, ref in zip(fixed["flash_backward"](q, k, v, out, lse, g, block=16), want):
+        torch.testing.assert_close(got, ref)
+
+
 CASES: dict[str, Callable[[dict, dict], None]] = {
     "bug-flash-rescale-inverted": _flash,
     "bug-gqa-diagonal-masked": _gqa,
@@ -274,6 +334,10 @@ CASES: dict[str, Callable[[dict, dict], None]] = {
     "bug-ffn-hidden-rounds-down": _ffn_rounding,
     "bug-gqa-repeat-tiles": _gqa_tiles,
     "bug-prenorm-residual": _residual_normed,
+    "bug-backprop-softmax-jacobian-diagonal": _attn_jacobian,
+    "bug-backprop-layernorm-variance-path": _ln_variance_path,
+    "bug-backprop-ce-divides-by-padding": _ce_padding,
+    "bug-backprop-flash-d-per-tile": _flash_d,
 }
 
 
