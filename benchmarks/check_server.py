@@ -12,7 +12,8 @@ a machine getting busier hurts both sides alike):
    warm in-process pass over every bug fixture, also printed: the grading work alone);
 5. passing kv_cache / passing rmsnorm, CPU, whole processes                            (target <= 1.5)
 
-Run: .venv/bin/python benchmarks/check_server.py [--runs 5] [--cpu-runs 3] [--only gqa,kv_cache]
+Run: .venv/bin/python benchmarks/check_server.py [--runs 5] [--cpu-runs 3] [--only gqa,kv_cache] [--warm mla,bpe]
+(--warm: each named exercise's passing check through the warm server / torch import, in place of 1-3)
 Progress and the server live in a throw-away DRILL_HOME and XDG_RUNTIME_DIR.
 Not a test: it prints the figures and `uptime`, and exits 0.
 """
@@ -117,6 +118,24 @@ def measure_server(runs: int, env: dict[str, str], folder: Path) -> tuple[list[f
     return t_torch, t_warm, t_cold, t_dir
 
 
+def measure_warm_each(names: list[str], runs: int, env: dict[str, str], folder: Path) -> dict[str, list[float]]:
+    """Wall times of `drill check <name>.py` through one warm server for each exercise, and of the torch
+    import (key "torch"), commands alternating; each file is graded once first, so its spec is loaded."""
+    torch_cmd = [sys.executable, "-c", "import torch"]
+    times: dict[str, list[float]] = {"torch": [], **{n: [] for n in names}}
+    try:
+        run(drill("server", "start"), env)
+        for name in names:
+            run(drill("check", str(folder / f"{name}.py")), env)
+        for _ in range(runs):
+            times["torch"].append(run(torch_cmd, env)[0])
+            for name in names:
+                times[name].append(run(drill("check", str(folder / f"{name}.py")), env)[0])
+    finally:
+        subprocess.run(drill("server", "stop"), env=env, capture_output=True)
+    return times
+
+
 def print_server_figures(t_torch: list[float], t_warm: list[float], t_cold: list[float], t_dir: list[float]) -> None:
     tt = med(t_torch)
     print(f"python -c 'import torch'          median {tt:5.2f} s  ({runs_text(t_torch)})")
@@ -134,8 +153,13 @@ def main() -> None:
     parser.add_argument("--cpu-runs", type=int, default=3)
     parser.add_argument("--only", default="", help="comma-separated exercises: only their failing/passing CPU "
                         "ratios (figures 4-5), with more --cpu-runs where one run's noise is too large")
+    parser.add_argument("--warm", default="", help="comma-separated exercises: each one's passing check through "
+                        "the warm server, wall / torch import (target <= 0.3), instead of figures 1-3")
     args = parser.parse_args()
     only = {n for n in args.only.split(",") if n}
+    warm = [n for n in args.warm.split(",") if n]
+    if set(warm) - set(GOOD):
+        raise SystemExit(f"--warm: unknown or not gradable here: {', '.join(sorted(set(warm) - set(GOOD)))}")
     if only - set(GOOD):
         raise SystemExit(f"--only: unknown or not gradable here: {', '.join(sorted(only - set(GOOD)))}")
     print("uptime:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
@@ -149,7 +173,14 @@ def main() -> None:
         folder.mkdir()
         for name, fixture in GOOD.items():
             shutil.copy(SOLUTIONS / name / fixture, folder / f"{name}.py")
-        if not only:
+        if warm:
+            times = measure_warm_each(warm, args.runs, env, folder)
+            tt = med(times["torch"])
+            print(f"python -c 'import torch'  median {tt:5.2f} s  ({runs_text(times['torch'])})")
+            for name in warm:
+                print(f"  drill check {name}.py, warm  median {med(times[name]):5.2f} s  ratio "
+                      f"{med(times[name]) / tt:4.2f}  (target <= 0.3)")
+        elif not only:
             print_server_figures(*measure_server(args.runs, env, folder))
 
         worst = costliest_bugs(only)

@@ -175,8 +175,6 @@ def test_two_bug_files_mostly_get_a_partial_name(graded: Graded) -> None:
 # some tests or only together (a composed variant). A new two-bug fixture is held to it unless listed here, with
 # why: these still name one mistake, or none.
 ONE_NAMED_YET = {
-    "attention/bug_missing_scale__two_bugs_mask_fill_zero.py": "no composed attention variants yet",
-    "attention/bug_softmax_wrong_axis__two_bugs_mask_inverted.py": "no composed attention variants yet",
     "attention/bug_wrong_scale__two_bugs_masked_row_nan.py": "the NaN row is left out of the value match",
     "cross_entropy/bug_ce_sum_not_mean__two_bugs_ce_smoothing_formula.py": "no composed loss variants yet",
     "kv_cache/bug_kv_rope_positions_restart__two_bugs_kv_mask_first_call_only.py": "no composed cache replays",

@@ -388,3 +388,45 @@ ATTENTION_VARIANTS = [
     ("softmax_discarded", "unscaled scores @ v, the softmax's result unused", _softmax_discarded(False)),
     ("mask_ignored", "the mask has no effect", _mask_ignored),
 ]
+
+
+# Mistakes written as `attend` keyword knobs, in the order they are named when two are present (issue 31):
+# the scale and the softmax axis change every test, the mask mistakes only the masked ones, so a composed
+# variant names the wider one first and the other as its `also`.
+ATTENTION_KNOBS: tuple[tuple[str, str, dict[str, Any]], ...] = (
+    ("missing_scale", "no scaling", {"scale": 1.0}),
+    ("softmax_wrong_axis", "softmax over dim=-2", {"dim": -2}),
+    ("mask_fill_zero", "masked logits = 0", {"fill": "zero"}),
+    ("mask_after_softmax", "probabilities zeroed after softmax", {"fill": "after"}),
+    ("mask_inverted", "True treated as blocked", {"invert": True}),
+)
+
+
+def _knobbed(knobs: dict[str, Any]):
+    """`attend` with two mistakes' knobs at once. Rows it leaves fully blocked, and NaNs the axis mistake makes
+    out of blocked columns, depend on the learner's fill: unknown. Unmasked cases show the first mistake alone."""
+
+    def fn(q, k, v, mask, dtype):
+        o = attend(q, k, v, mask, **knobs)
+        if mask is None:
+            return o
+        allowed = ~mask if knobs.get("invert") else mask
+        return o, rows_unknown(allowed, o) | torch.isnan(o)
+
+    return fn
+
+
+def composed_attention_bugs(wrap: Callable[[Callable[..., Any]], Callable[[Case], Any]]) -> tuple[Bug, ...]:
+    """A composed variant (`Bug.also`) for every two knobs that set different `attend` arguments.
+
+    Listed after the single variants: where the second mistake changes nothing on a failing test, the pair
+    equals the single variant there and the tie goes to the single one, so one mistake is not called two.
+    """
+    bugs = []
+    for i, (first, first_label, a) in enumerate(ATTENTION_KNOBS):
+        for second, second_label, b in ATTENTION_KNOBS[i + 1:]:
+            if set(a) & set(b):  # two values of one knob (two fills) cannot both be in one file
+                continue
+            bugs.append(Bug(D[first], wrap(_knobbed({**a, **b})), f"{first_label}, and {second_label}",
+                            also=second))
+    return tuple(bugs)

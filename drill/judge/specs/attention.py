@@ -21,6 +21,7 @@ from drill.judge.specs._attention_bugs import (
     _fitted_scale,
     _guard,
     attend,
+    composed_attention_bugs,
     guarded_overflow,
     named_scales,
 )
@@ -260,7 +261,8 @@ SPEC = Spec(
     + (Bug(D["wrong_scale"], _fit_scale, "another factor made of the input sizes", fit=True),
        Bug(D["no_max_subtraction"], _guarded_overflow,
            "exp without max subtraction, its overflow patched (nan_to_num/clamp): wrong only where exp overflows",
-           fit=True)),
+           fit=True))
+    + composed_attention_bugs(_variant),
     exception_bugs=(("without overflow", D["fp16_fill_overflow"]),),
     forbidden=FORBIDDEN_ATTENTION,
     forbidden_classes=FORBIDDEN_ATTENTION_CLASSES,
