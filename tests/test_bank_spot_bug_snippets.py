@@ -256,7 +256,7 @@ def _attn_jacobian(bug: dict, fixed: dict) -> None:
     got_bug, got_fixed = bug["attention_backward"](q, k, v, g), fixed["attention_backward"](q, k, v, g)
     torch.testing.assert_close(got_bug[2], want[2])  # dv is right in the buggy snippet, as the prompt says
     assert not torch.allclose(got_bug[0], want[0]) and not torch.allclose(got_bug[1], want[1])
-    for got, ref in zip(got_fixed, want):
+    for got, ref in zip(got_fixed, want, strict=True):
         torch.testing.assert_close(got, ref)
 
 
@@ -276,7 +276,7 @@ def _ln_variance_path(bug: dict, fixed: dict) -> None:
     want = autograd(g)
     torch.testing.assert_close(got_bug[1], want[1])
     assert not torch.allclose(got_bug[0], want[0])
-    for got, ref in zip(fixed["layernorm_backward"](x, w, g), want):
+    for got, ref in zip(fixed["layernorm_backward"](x, w, g), want, strict=True):
         torch.testing.assert_close(got, ref)
 
 
@@ -295,12 +295,12 @@ def _flash_d(bug: dict, fixed: dict) -> None:
     out, want = _autograd_attention(q, k, v, g)
     lse = torch.logsumexp(q @ k.T / math.sqrt(d), dim=-1)
     one_tile = bug["flash_backward"](q, k, v, out, lse, g, block=64)
-    for got, ref in zip(one_tile, want):
+    for got, ref in zip(one_tile, want, strict=True):
         torch.testing.assert_close(got, ref)
     tiled = bug["flash_backward"](q, k, v, out, lse, g, block=16)
     torch.testing.assert_close(tiled[2], want[2])
     assert not torch.allclose(tiled[0], want[0]) and not torch.allclose(tiled[1], want[1])
-    for got, ref in zip(fixed["flash_backward"](q, k, v, out, lse, g, block=16), want):
+    for got, ref in zip(fixed["flash_backward"](q, k, v, out, lse, g, block=16), want, strict=True):
         torch.testing.assert_close(got, ref)
 
 

@@ -176,13 +176,9 @@ def test_two_bug_files_mostly_get_a_partial_name(graded: Graded) -> None:
 # why: these still name one mistake, or none.
 ONE_NAMED_YET = {
     "attention/bug_wrong_scale__two_bugs_masked_row_nan.py": "the NaN row is left out of the value match",
-    "cross_entropy/bug_ce_sum_not_mean__two_bugs_ce_smoothing_formula.py": "no composed loss variants yet",
     "kv_cache/bug_kv_rope_positions_restart__two_bugs_kv_mask_first_call_only.py": "no composed cache replays",
     "mha/bug_missing_scale__two_bugs_missing_output_projection.py": "unknown: both change every test",
     "mha/bug_split_heads_no_transpose__two_bugs_wrong_scale.py": "unknown: both change every test",
-    "rope/bug_rope_freq_exponent__two_bugs_rope_positions_ignored.py": "unknown: both change every test",
-    "rope/bug_rope_sign_flipped__two_bugs_rope_base_ignored.py": "no composed rope variants yet",
-    "sinusoidal/bug_sinusoidal_sin_cos_swapped__two_bugs_sinusoidal_base_ignored.py": "no composed variants yet",
     "swiglu/bug_swiglu_gate_up_swapped__two_bugs_swiglu_wrong_activation.py": "unknown: both change every test",
 }
 BOTH_NAMED = sorted(str(p.relative_to(ROOT)) for p in FILES

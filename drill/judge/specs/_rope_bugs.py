@@ -11,6 +11,9 @@ point is the rounding.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import torch
 from torch import Tensor
 
@@ -232,3 +235,32 @@ ROPE_VARIANTS = [
      mixed("interleaved")),
     ("rope_convention_mixed", "half pairs (i, i + d/2) with each frequency repeated in place", mixed("half")),
 ]
+
+
+# Mistakes as `rotate` knobs, so that two compose (issue 31): the file with both. Ordered as they are named: the
+# sign and the exponent move every test, ignored positions only those whose positions are not arange(T), a
+# hard-coded base only those that pass another one.
+ROPE_KNOBS: tuple[tuple[str, str, dict[str, Any]], ...] = (
+    ("rope_sign_flipped", "rotation by -angle", {"sign": -1.0}),
+    ("rope_freq_exponent", "theta_i = base ** (-i / d_head)", {"pair_exponent": False}),
+    ("rope_positions_ignored", "rotated by arange(T) instead of positions", {"positions": "arange"}),
+    ("rope_base_ignored", "base fixed at 10000", {"base": DEFAULT_BASE}),
+)
+
+
+def _knobbed(knobs: dict[str, Any]):
+    def fn(x, positions, base, convention):
+        form = dict(knobs)
+        if form.pop("positions", None) == "arange":
+            positions = torch.arange(x.shape[-2])
+        return rotate(x, positions, form.pop("base", base), convention, **form)
+
+    return fn
+
+
+def composed_rope_variants() -> list[tuple[str, str, Callable[..., Any], str]]:
+    """(first id, label, fn, second id) for every two knobs: list their Bugs after the single variants, so a
+    pair that ties with a single mistake (the other knob changes nothing there) loses to it."""
+    return [(first, f"{first_label}, and {second_label}", _knobbed({**a, **b}), second)
+            for i, (first, first_label, a) in enumerate(ROPE_KNOBS)
+            for second, second_label, b in ROPE_KNOBS[i + 1:]]

@@ -266,6 +266,19 @@ BUGS = (
          "count", _variant(smooth_unmasked=True)),
 )
 
+# Two mistakes at once (issue 31): a wrong denominator, which moves every test, with a smoothing formula, which
+# moves only the smoothed ones; composed, both are named, the denominator first. After the single variants, so a
+# file with one mistake keeps its one name (a pair equals the single variant where the other changes nothing).
+_DENOMINATORS = (("ce_mean_over_ignored", "divided by every position", DENOM_ALL),
+                 ("ce_sum_not_mean", "sum over kept positions", DENOM_NONE))
+_SMOOTHINGS = (("uniform term over V - 1 classes", SMOOTH_OVER_V_MINUS_1),
+               ("ls / (V - 1) on the other classes only", SMOOTH_OTHERS_ONLY),
+               ("uniform term summed over V, not averaged", SMOOTH_SUM_V),
+               ("target term not scaled by 1 - ls", SMOOTH_NO_ONE_MINUS))
+BUGS += tuple(Bug(CD[diag], _variant(denom=denom, smooth=smooth), f"{label}, and {smooth_label}",
+                  also="ce_smoothing_formula")
+              for diag, label, denom in _DENOMINATORS for smooth_label, smooth in _SMOOTHINGS)
+
 # What torch says when an ignored target (-100) is used as an index: gather and advanced indexing,
 # and F.one_hot (measured on torch 2.13; take_along_dim wraps around silently).
 EXCEPTION_BUGS = (

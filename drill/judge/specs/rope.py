@@ -53,6 +53,7 @@ from drill.judge.specs._rope_bugs import (
     RD,
     ROPE_VARIANTS,
     apply_convention,
+    composed_rope_variants,
     rotate,
 )
 
@@ -275,7 +276,8 @@ SPEC = Spec(
     reference=reference,
     tolerances=position_tolerances(ANGLE_ERROR_PER_POSITION),
     bugs=variant_bugs(RD, ROPE_VARIANTS, _variant)
-    + tuple(Bug(GENERIC["state_between_calls"], _stale_variant(label), label) for label, _, _ in STALE_KEYS),
+    + tuple(Bug(GENERIC["state_between_calls"], _stale_variant(label), label) for label, _, _ in STALE_KEYS)
+    + tuple(Bug(RD[first], _variant(fn), label, also=second) for first, label, fn, second in composed_rope_variants()),
     report_attrs=("CONVENTION",),
     prepare=prepare,
 )

@@ -32,7 +32,7 @@ from __future__ import annotations
 import torch
 
 from drill.judge.registry import default
-from drill.judge.spec import Case, Diagnosis, Spec
+from drill.judge.spec import Bug, Case, Diagnosis, Spec
 from drill.judge.specs._common import (
     ANGLE_ERROR_PER_POSITION,
     Distinct,
@@ -287,13 +287,40 @@ SINUSOIDAL_VARIANTS = [
      lambda p, d, b, lay: encode(p, d, b, lay, rows=True, exponent="column")),
 ]
 
+# Mistakes as `encode` knobs, so that two compose (issue 31): the file with both. Ordered as they are named: the
+# swap and the exponents move every test, a hard-coded base only the tests that pass another one.
+SINUSOIDAL_KNOBS: tuple[tuple[str, str, dict], ...] = (
+    ("sinusoidal_sin_cos_swapped", "cos in sin's columns", {"swap": True}),
+    ("sinusoidal_freq_exponent", "w_i = base ** (-i / d_model)", {"exponent": "i_over_d"}),
+    ("sinusoidal_freq_exponent", "w_i = base ** (-2i / (d_model / 2))", {"exponent": "four_i_over_d"}),
+    ("sinusoidal_t2t_frequencies", "w_i = base ** (-i / (d_model/2 - 1))", {"exponent": "t2t"}),
+    ("sinusoidal_base_ignored", "base fixed at 10000", {"base": DEFAULT_BASE}),
+)
+
+
+def _knobbed(knobs: dict):
+    def fn(p, d, b, lay):
+        form = dict(knobs)
+        return encode(p, d, form.pop("base", b), lay, **form)
+
+    return fn
+
+
+# After the single variants: where one of the two changes nothing, the pair ties with the single one, which wins.
+COMPOSED = tuple(
+    Bug(SD[first], _variant(_knobbed({**a, **b})), f"{first_label}, and {second_label}", also=second)
+    for i, (first, first_label, a) in enumerate(SINUSOIDAL_KNOBS)
+    for second, second_label, b in SINUSOIDAL_KNOBS[i + 1:]
+    if not set(a) & set(b)
+)
+
 SPEC = Spec(
     name="sinusoidal",
     graded=(TARGET,),
     make_cases=make_cases,
     reference=reference,
     tolerances=position_tolerances(ANGLE_ERROR_PER_POSITION),
-    bugs=variant_bugs(SD, SINUSOIDAL_VARIANTS, _variant),
+    bugs=variant_bugs(SD, SINUSOIDAL_VARIANTS, _variant) + COMPOSED,
     report_attrs=(LAYOUT.name,),
     prepare=LAYOUT.apply,
 )
