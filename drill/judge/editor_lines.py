@@ -11,8 +11,8 @@ Which line is a rendering of what the Result already holds, never a second grade
    the traceback's innermost frame in the learner's file): the diagnosis of a crash, an exception, a
    forbidden op or an unfinished function points there;
 2. a syntax error's detail starts with `line N: `; a policy refusal's with `<path>:N: `; an import-time
-   error's detail carries ` (line N: <that line>)`: among several such groups (the learner's own message can
-   contain one) the one followed by the file's own line N is taken;
+   error's detail ends with ` (line N: <that line>)` (diagnose.where): the group that closes the detail and
+   quotes the file's own line N is taken, not a "(line 3: ...)" in the learner's own message;
 3. otherwise (a wrong value, shape or dtype: no line in the learner's code to blame) the `def`/`class` line
    of the graded name the first failing test names, else the first graded name the file defines, else 1.
 The column is the first non-blank character of that line (the `def` keyword for 3). Torch-free: the file
@@ -30,6 +30,7 @@ _TEST_LINE = re.compile(r"\(line (\d+)\)$")
 _SYNTAX = re.compile(r"line (\d+): ")
 _POLICY = re.compile(r"[^\n]*?:(\d+): ")
 _WHERE = re.compile(r"\(line (\d+)(?:: |\))")
+_IMPORTING = " while importing the file"  # check._run_failure's suffix for an import-time failure
 _MESSAGE_WIDTH = 400  # a note is one line: editors show it in a list
 
 
@@ -104,17 +105,24 @@ def _diagnosis_line(result: Any, lines: list[str]) -> int | None:
 
 
 def _where_line(detail: str, lines: list[str]) -> int | None:
-    """The N of the ` (line N: <source>)` group whose source is the file's line N (the last such), else the
-    last group's N: a learner's exception message may hold "(line 3)" text of its own."""
-    from drill.judge.boundary import safe_text
-
-    found = [(int(m.group(1)), m.end()) for m in _WHERE.finditer(detail)]
-    for n, end in reversed(found):
-        if 1 <= n <= len(lines):
-            text = safe_text(lines[n - 1].strip())[:20]
-            if text and detail.startswith(text, end):
-                return n
+    """The N of the ` (line N: <source>)` group that closes the detail (before " while importing the file")
+    and holds the file's own line N as the child echoes it; else the last group's N. The learner's message
+    and source line come before and inside that group, so "(line 3: ...)" text of theirs is not taken."""
+    body = detail.removesuffix(_IMPORTING)
+    found = [(int(m.group(1)), m.end()) for m in _WHERE.finditer(body)]
+    for n, end in found:
+        if 1 <= n <= len(lines) and body.endswith(")") and body[end:-1] == _echoed(lines[n - 1]):
+            return n
     return found[-1][0] if found else None
+
+
+def _echoed(text: str) -> str:
+    """A source line as the child quotes it (child._source_line, then the boundary's safe_text)."""
+    from drill.judge.boundary import safe_text
+    from drill.judge.source import ECHO_WIDTH
+
+    text = text.strip()
+    return safe_text(text if len(text) <= ECHO_WIDTH else text[: ECHO_WIDTH - 1] + "…")
 
 
 def _first_column(lines: list[str], line: int) -> int:
