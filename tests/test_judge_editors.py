@@ -293,24 +293,32 @@ def test_junit_escapes_what_xml_cannot_hold() -> None:
     assert "<tag>" in case.find("failure").text and root.find("testsuite").get("name") == "a\\x02.py"
 
 
-def test_cli_junit_report_for_a_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, warm: None) -> None:
+def test_cli_junit_report_for_a_cohort_of_folders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  warm: None) -> None:
+    """docs/ci.md's command: `drill check submissions/*/ --junit reports/drill.xml`, one testsuite per file."""
     schema = _schema()
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    shutil.copy(SOLUTIONS / "rmsnorm" / "bug_rms_eps_outside_sqrt__sqrt_plus_eps.py", ws / "rmsnorm.py")
-    (ws / "layernorm.py").write_text("def LayerNorm(:\n")
-    report = tmp_path / "out" / "report.xml"
+    for learner in ("alice", "bob"):
+        (tmp_path / "submissions" / learner).mkdir(parents=True)
+    shutil.copy(SOLUTIONS / "rmsnorm" / "bug_rms_eps_outside_sqrt__sqrt_plus_eps.py",
+                tmp_path / "submissions" / "alice" / "rmsnorm.py")
+    (tmp_path / "submissions" / "bob" / "layernorm.py").write_text("def LayerNorm(:\n")
+    report = tmp_path / "reports" / "drill.xml"
     report.parent.mkdir()
     report.write_text("old")
-    res = CliRunner().invoke(app, ["check", str(ws), "--junit", str(report), "--seed", str(SEED), "--json"])
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(app, ["check", "submissions/alice/", "submissions/bob/", "--junit", "reports/drill.xml",
+                                   "--seed", str(SEED), "--json"])
     assert res.exit_code == 1, res.output
     docs = json.loads(res.stdout)  # --json still prints its document: the report is a file beside it
     schema.validate(str(report))
     root = ET.parse(report).getroot()
     _check_counts(root)
-    assert [s.get("name") for s in root.findall("testsuite")] == [d["file"] for d in docs]
+    names = [s.get("name") for s in root.findall("testsuite")]
+    assert names == [d["file"] for d in docs] == ["submissions/alice/rmsnorm.py", "submissions/bob/layernorm.py"]
     assert root.find("testsuite/properties/property[@name='seed']").get("value") == str(SEED)
-    assert not [p for p in report.parent.iterdir() if p.name != "report.xml"]  # no temporary file left
+    bob = root.findall("testsuite")[1].findall("testcase")
+    assert [c.get("name") for c in bob] == ["(whole file)"] and bob[0][0].get("message").endswith("[syntax_error]")
+    assert [p.name for p in report.parent.iterdir()] == ["drill.xml"]  # no temporary file left beside it
 
 
 @pytest.mark.parametrize("where", ["missing folder", "a folder", "under a file", "read-only folder"])
