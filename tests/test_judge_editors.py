@@ -125,6 +125,23 @@ def test_each_diagnosis_points_at_its_line(graded: dict[str, Result]) -> None:
         assert all("\n" not in x and "\x1b" not in x for x in lines), lines  # one line each, no raw escapes
 
 
+def test_advisories_are_warnings_and_a_strict_failure_names_its_reason(tmp_path: Path) -> None:
+    """A pass prints nothing but its advisories (warnings, at the graded class); --strict's failure has no
+    diagnosis, so its line says why. Both lines as VS Code's matcher and Vim read them."""
+    f = tmp_path / "rmsnorm.py"
+    shutil.copy(SOLUTIONS / "rmsnorm" / "good_rsqrt.py", f)
+    line, col = _expected_line(f.read_text(), "class RMSNorm")
+    slow = "slow: test 'x' used 3 s of CPU\x1b[2J\nline two"
+    ok = Result(exercise="rmsnorm", file=str(f), status="pass", seed=1, advisories=[slow])
+    assert lines_for(ok) == [f"{f}:{line}:{col}: warning: slow: test 'x' used 3 s of CPU\\x1b[2J ⏎ line two"]
+    strict = Result(exercise="rmsnorm", file=str(f), status="fail", seed=1, advisories=[slow],
+                    diagnosis_detail="failed under --strict because of the advisories")
+    got = lines_for(strict)
+    assert got[0] == f"{f}:{line}:{col}: error: failed under --strict because of the advisories [fail]"
+    pattern = _js_regex(_readme_matcher()["pattern"]["regexp"])
+    assert [pattern.match(x)[4] for x in got] == ["error", "warning"]
+
+
 def test_cli_line_format_for_a_folder_prints_relative_paths_and_exits_as_check(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, warm: None) -> None:
     ws = tmp_path / "ws"
