@@ -70,9 +70,9 @@ def check(
     seed: Annotated[int | None, typer.Option("--seed", help="Replay the hidden tests of an earlier run.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON document instead of panels.")] = False,
     fmt: Annotated[str | None, typer.Option(
-        "--format", help="rich (default): panels, and a summary table for several files; line: one "
-        "file:line:col: error: <title> [id] line per problem, for editors (nothing for a pass); json: as --json.")
-    ] = None,
+        "--format", metavar="rich|line|json", help="rich (default): panels, and a summary table for several "
+        "files; line: one file:line:col: error: <title> \\[id] line per problem, for editors (nothing for a "
+        "pass; see exercises/README.md); json: as --json.")] = None,
     junit: Annotated[Path | None, typer.Option(
         "--junit", help="Also write a JUnit XML report (one testsuite per file, one testcase per hidden test) "
         "for CI; its folder must exist.")] = None,
