@@ -76,7 +76,13 @@ def _files() -> dict[str, tuple[str, str | None, str | None]]:
 
 
 def _expected_line(text: str, marker: str) -> tuple[int, int]:
-    """(line, column) of the first line holding `marker`, column at its first non-blank character."""
+    """(line, column) of the first line holding `marker`, column at its first non-blank character (for a file
+    that does not compile, the column Python's SyntaxError gives)."""
+    try:
+        compile(text, "x.py", "exec")
+    except SyntaxError as exc:
+        assert marker in text.splitlines()[exc.lineno - 1]
+        return exc.lineno, exc.offset
     for n, line in enumerate(text.splitlines(), 1):
         if marker in line:
             return n, len(line) - len(line.lstrip()) + 1
@@ -140,6 +146,30 @@ def test_advisories_are_warnings_and_a_strict_failure_names_its_reason(tmp_path:
     assert got[0] == f"{f}:{line}:{col}: error: failed under --strict because of the advisories [fail]"
     pattern = _js_regex(_readme_matcher()["pattern"]["regexp"])
     assert [pattern.match(x)[4] for x in got] == ["error", "warning"]
+
+
+def test_format_json_is_json_and_a_report_not_written_after_grading_exits_2(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A syntax error is answered without a child process, so these cost no grading."""
+    import drill.safe_files as safe_files
+    from drill.errors import UserError
+
+    f = tmp_path / "rmsnorm.py"
+    f.write_text(SYNTAX)
+    docs = []
+    for args in (["--json"], ["--format", "JSON"], ["--json", "--format", "json"]):
+        res = CliRunner().invoke(app, ["check", str(f), "--seed", "5", *args])
+        assert res.exit_code == 1, res.output
+        docs.append({k: v for k, v in json.loads(res.stdout).items() if k != "elapsed_s"})
+    assert docs[0] == docs[1] == docs[2] and docs[0]["diagnosis"]["id"] == "syntax_error"
+
+    def full_disk(path, data, **kwargs):
+        raise UserError("cannot write the file: No space left on device", str(path))
+
+    monkeypatch.setattr(safe_files, "write_atomic", full_disk)
+    res = CliRunner().invoke(app, ["check", str(f), "--format", "line", "--junit", str(tmp_path / "r.xml")])
+    assert res.exit_code == 2, res.output
+    assert res.stdout.startswith(f"{f}:3:") and "JUnit report not written" in res.output  # the verdict first
 
 
 def test_cli_line_format_for_a_folder_prints_relative_paths_and_exits_as_check(

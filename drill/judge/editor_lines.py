@@ -15,7 +15,8 @@ Which line is a rendering of what the Result already holds, never a second grade
    quotes the file's own line N is taken, not a "(line 3: ...)" in the learner's own message;
 3. otherwise (a wrong value, shape or dtype: no line in the learner's code to blame) the `def`/`class` line
    of the graded name the first failing test names, else the first graded name the file defines, else 1.
-The column is the first non-blank character of that line (the `def` keyword for 3). Torch-free: the file
+The column is the first non-blank character of that line (the `def` keyword for 3; for a syntax error,
+Python's own offset, from compiling the file again). Torch-free: the file
 is read and parsed with the stdlib only, and a file that does not parse falls back to line 1.
 """
 
@@ -61,6 +62,10 @@ def locate(result: Any, source: str) -> tuple[int, int]:
     """(line, column), both 1-based, of the learner's code the diagnosis points at (see the module docstring)."""
     lines = source.splitlines()
     line = _diagnosis_line(result, lines)
+    if result.diagnosis is not None and result.diagnosis.id == "syntax_error" and line is not None:
+        at = _syntax_error_at(source)  # the column too: compiling again is what check did, minus the child
+        if at is not None and at[0] == line:
+            return at
     if line is None or not 1 <= line <= max(1, len(lines)):
         return graded_def(result, source)
     return line, _first_column(lines, line)
@@ -123,6 +128,17 @@ def _echoed(text: str) -> str:
 
     text = text.strip()
     return safe_text(text if len(text) <= ECHO_WIDTH else text[: ECHO_WIDTH - 1] + "…")
+
+
+def _syntax_error_at(source: str) -> tuple[int, int] | None:
+    try:
+        compile(source, "<learner>", "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        if exc.lineno:
+            return exc.lineno, max(1, exc.offset or 1)
+    except ValueError:  # null bytes: check.py reports no line either
+        pass
+    return None
 
 
 def _first_column(lines: list[str], line: int) -> int:
