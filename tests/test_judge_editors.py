@@ -226,14 +226,26 @@ def test_vscode_problem_matcher_from_the_readme_reads_real_output(graded: dict[s
             assert m[groups["message"]] == out.split(f": {m[groups['severity']]}: ", 1)[1]
 
 
+VIM_EFM = "%f:%l:%c: %m"  # the first entry of Vim's default 'errorformat' on Unix
+
+
+def _efm_regex(efm: str) -> re.Pattern:
+    """Vim's translation of an errorformat entry (quickfix.c, efm_to_regpat): %f followed by a literal becomes
+    `.\\{-1,}` (shortest, so "%f:%l" allows a ':' in the name), %l and %c digits, %m the rest of the line."""
+    parts = {"%f": r"(?P<f>.+?)", "%l": r"(?P<l>\d+)", "%c": r"(?P<c>\d+)", "%m": r"(?P<m>.*)"}
+    pattern = "".join(parts.get(tok, re.escape(tok)) for tok in re.findall(r"%[flcm]|[^%]", efm))
+    return re.compile(f"^{pattern}$")
+
+
 def test_vim_default_errorformat_reads_real_output(graded: dict[str, Result]) -> None:
-    """Vim's `%f:%l:%c: %m`: %f a file name up to the ':' before the numbers, %l and %c digits, %m the rest."""
-    efm = re.compile(r"^(?P<f>.+?):(?P<l>\d+):(?P<c>\d+): (?P<m>.*)$")
-    r = graded["raises.py"]
-    line, col = _expected_line(RAISES, "# HERE")
-    got = [efm.match(x) for x in lines_for(r)]
-    assert all(got) and {(m["f"], int(m["l"]), int(m["c"])) for m in got} == {(r.file, line, col)}
-    assert got[0]["m"] == f"error: {r.diagnosis.title} [exception]"
+    efm = _efm_regex(VIM_EFM)
+    for name in ("raises.py", "policy.py", "variant.py"):
+        r = graded[name]
+        text, _, marker = _files()[name]
+        got = [efm.match(x) for x in lines_for(r)]
+        where = {(m["f"], int(m["l"]), int(m["c"])) for m in got}
+        assert all(got) and where == {(r.file, *_expected_line(text, marker))}
+        assert got[0]["m"] == f"error: {r.diagnosis.title} [{r.diagnosis.id}]"
 
 
 def test_format_choices_are_refused_in_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
