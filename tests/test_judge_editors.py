@@ -172,6 +172,18 @@ def test_format_json_is_json_and_a_report_not_written_after_grading_exits_2(
     assert res.stdout.startswith(f"{f}:3:") and "JUnit report not written" in res.output  # the verdict first
 
 
+def test_lines_are_counted_as_python_counts_them(tmp_path: Path) -> None:
+    """A form feed or U+2028 inside a line is no line break for Python (str.splitlines would count one), and
+    the column is that of the line's first non-blank character."""
+    f = tmp_path / "rmsnorm.py"
+    f.write_text("import torch\n# a form feed \x0c and a \u2028 inside\n\nclass RMSNorm:\n    x = boom()\n")
+    r = Result(exercise="rmsnorm", file=str(f), status="fail", seed=1, tests=[
+        OneTest("t", "error", "NameError: boom (line 5)")], diagnosis=Diagnosis("exception", "Raised", "w", "f"))
+    assert lines_for(r) == [f"{f}:5:5: error: Raised [exception]"]
+    r.tests = [OneTest("t", "fail", "values off")]  # no line of the learner's: the graded class
+    assert lines_for(r) == [f"{f}:4:1: error: Raised [exception]"]
+
+
 def test_cli_line_format_for_a_folder_prints_relative_paths_and_exits_as_check(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, warm: None) -> None:
     ws = tmp_path / "ws"

@@ -60,7 +60,8 @@ def lines_for(result: Any, source: str | None = None) -> list[str]:
 
 def locate(result: Any, source: str) -> tuple[int, int]:
     """(line, column), both 1-based, of the learner's code the diagnosis points at (see the module docstring)."""
-    lines = source.splitlines()
+    # Python's own line breaks only: str.splitlines also breaks at \x0c, \x1c or U+2028, which a line may hold.
+    lines = source.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     line = _diagnosis_line(result, lines)
     if result.diagnosis is not None and result.diagnosis.id == "syntax_error" and line is not None:
         at = _syntax_error_at(source)  # the column too: compiling again is what check did, minus the child
