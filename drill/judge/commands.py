@@ -69,6 +69,13 @@ def check(
         "--exercise", "-e", help="Exercise name (any case, - or _), if the file is not named after it.")] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="Replay the hidden tests of an earlier run.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON document instead of panels.")] = False,
+    fmt: Annotated[str | None, typer.Option(
+        "--format", metavar="rich|line|json", help="rich (default): panels, and a summary table for several "
+        "files; line: one file:line:col: error: <title> \\[id] line per problem, for editors (nothing for a "
+        "pass; see exercises/README.md); json: as --json.")] = None,
+    junit: Annotated[Path | None, typer.Option(
+        "--junit", help="Also write a JUnit XML report (one testsuite per file, one testcase per hidden test) "
+        "for CI; its folder must exist.")] = None,
     verbose: Annotated[bool, typer.Option(
         "--verbose", "-v", help="Show every test, failing inputs' shapes/dtypes, worst elements.")] = False,
     timeout: Annotated[float, typer.Option(
@@ -97,18 +104,29 @@ def check(
         "CUDA-only exercises (triton_rmsnorm) always run on cuda.")] = None,
 ) -> None:
     """`drill check` (its help is CHECK_HELP)."""
+    import time
+
     from drill.judge.batch import expand
     from drill.judge.devices import check_choice
     from drill.judge.limits import Limits
 
+    t0 = time.monotonic()
     limits = Limits(timeout_s=timeout, cpu_s=cpu_time, memory_mb=memory_mb)
     with user_errors():  # every usage problem is reported before any grading starts
+        fmt = _output_format(fmt, json_out, verbose)
+        json_out = fmt == "json"
         device = check_choice(device)
         left_out: list[str] = []
         items = expand(files, canonical_exercise(exercise, graded=True) if exercise is not None else None,
                        left_out)
         if watch_mode and json_out:
             raise UserError("--watch and --json cannot be combined")
+        if watch_mode and junit is not None:
+            raise UserError("--watch and --junit cannot be combined (grade once to write a report)")
+        if junit is not None:
+            from drill.judge.junit import writable_target
+
+            junit = writable_target(junit)
     for line in left_out:  # on stderr: --json's stdout stays one document
         err_console.print(Text(f"left out {line}", style="dim"), soft_wrap=True)
     # A folder always ends with its summary table, even when it holds one exercise file.
@@ -127,14 +145,17 @@ def check(
         opts["use_server"] = False
     out = Console(highlight=False)
     if watch_mode:
-        raise typer.Exit(_watch(items, opts, out, verbose))
-    results = _grade_items(items, opts, out, verbose=verbose, quiet=json_out, jobs=jobs, summary=summary)
+        raise typer.Exit(_watch(items, opts, out, verbose, fmt))
+    results = _grade_items(items, opts, out, verbose=verbose, quiet=fmt != "rich", jobs=jobs, summary=summary)
     if json_out:
         from drill.judge.report import to_json
 
         typer.echo(to_json(results))
-    # After the verdicts are out (panels or JSON), so a broken store never hides one.
-    if not _record(results):
+    elif fmt == "line":
+        _print_lines(results)
+    written = junit is None or _write_junit(junit, results, time.monotonic() - t0)
+    # After the verdicts are out (panels, lines or JSON), so a broken store never hides one.
+    if not _record(results) or not written:
         raise typer.Exit(EXIT_USAGE)
     if any(r.status != "pass" for r in results):
         raise typer.Exit(EXIT_FAIL)
@@ -251,6 +272,42 @@ def _show_hints(name: str, hints: list[str], upto: int) -> None:
         console.print("[dim]that was the last hint[/]")
 
 
+FORMATS = ("rich", "line", "json")
+
+
+def _output_format(fmt: str | None, json_out: bool, verbose: bool) -> str:
+    """The --format asked for, with --json as its old spelling of `json`; contradictions refused in one line."""
+    if fmt is not None and fmt.lower() not in FORMATS:
+        raise UserError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    chosen = fmt.lower() if fmt is not None else ("json" if json_out else "rich")
+    if json_out and chosen != "json":
+        raise UserError(f"--json and --format {chosen} cannot be combined (--json is --format json)")
+    if verbose and chosen == "line":
+        raise UserError("--verbose and --format line cannot be combined (--verbose widens the panels)")
+    return chosen
+
+
+def _print_lines(results: list) -> None:
+    """--format line: plain lines on stdout (never wrapped by Rich: an editor parses each one)."""
+    from drill.judge.editor_lines import lines_for
+
+    for r in results:
+        for line in lines_for(r):
+            typer.echo(line)
+
+
+def _write_junit(target: Path, results: list, elapsed_s: float) -> bool:
+    """Write the --junit report; False (after one `error:` line) when it could not be written after all."""
+    from drill.judge.junit import write_report
+
+    try:
+        write_report(target, results, elapsed_s)
+    except UserError as exc:
+        err_console.print(f"[bold red]error:[/] JUnit report not written: {escape(str(exc))}", soft_wrap=True)
+        return False
+    return True
+
+
 def _grade(jobs: list, opts: dict, *, workers: int | None = None, pool=None) -> list:
     """Through the warm grading server when it can be used (drill/judge/client.py), else in this process."""
     from drill.judge.client import Job, grade
@@ -332,7 +389,7 @@ def _grade_many(items: list, opts: dict, out: Console, *, verbose: bool, quiet: 
     return results
 
 
-def _watch(items: list, opts: dict, out: Console, verbose: bool) -> int:
+def _watch(items: list, opts: dict, out: Console, verbose: bool, fmt: str = "rich") -> int:
     """Re-grade changed files until Ctrl-C; the exit code is the last verdict's (0 = all pass)."""
     from contextlib import nullcontext
 
@@ -343,7 +400,7 @@ def _watch(items: list, opts: dict, out: Console, verbose: bool) -> int:
     in_process = opts.get("use_server") is False or disabled()
     # Warm between saves: the grading server, or without it a fork server of our own (a fork, not an import of torch).
     with ChildPool() if in_process else nullcontext() as pool:
-        session = _WatchSession(dict(items), opts, out, verbose, pool)
+        session = _WatchSession(dict(items), opts, out, verbose, pool, lines=fmt == "line")
         try:
             watch(list(session.exercise_of), session.grade, on_idle=session.idle, on_missing=session.missing)
         except KeyboardInterrupt:
@@ -354,8 +411,10 @@ def _watch(items: list, opts: dict, out: Console, verbose: bool) -> int:
 class _WatchSession:
     """What --watch does on each event, and the verdicts it has seen (for the exit code)."""
 
-    def __init__(self, exercise_of: dict, opts: dict, out: Console, verbose: bool, pool) -> None:
+    def __init__(self, exercise_of: dict, opts: dict, out: Console, verbose: bool, pool, *,
+                 lines: bool = False) -> None:
         self.exercise_of, self.opts, self.out, self.verbose, self.pool = exercise_of, opts, out, verbose, pool
+        self.lines = lines  # --format line: editor lines, a round's start and end marked for a background matcher
         self.last: dict = {}
         self.saved: list[bool] = []  # one per verdict: was its attempt recorded?
 
@@ -363,6 +422,8 @@ class _WatchSession:
         from drill.judge.registry import resolve_exercise
         from drill.judge.report import render
 
+        if self.lines:
+            typer.echo(f"drill: grading {' '.join(str(f) for f in changed)}")
         for f in changed:
             exercise = self.exercise_of[f]
             try:  # --in-model applies to the files with a slot for it, as in a one-shot run
@@ -372,11 +433,17 @@ class _WatchSession:
                 err_console.print(f"[red]error:[/] {escape(str(exc))}")
                 continue
             self.last[f] = result
-            render(result, self.out, verbose=self.verbose)
+            if self.lines:
+                _print_lines([result])
+            else:
+                render(result, self.out, verbose=self.verbose)
             self.saved.append(_record([result]))
 
     def idle(self) -> None:
         n = len(self.exercise_of)
+        if self.lines:  # plain, on stdout: VS Code's background problem matcher ends a round on this line
+            typer.echo(f"drill: watching {n} file{'s' if n != 1 else ''} — save to re-grade, Ctrl-C to stop")
+            return
         self.out.print(f"[dim]watching {n} file{'s' if n != 1 else ''} — save to re-grade, Ctrl-C to stop[/]")
 
     def missing(self, f: Path) -> None:  # its last panel is stale now: say so, keep waiting
