@@ -113,7 +113,7 @@ def line_chart(series: Mapping[str, Series], *, width: int = 80, height: int = 1
     for k, name in enumerate(names):
         pts = kept[name]
         hit: set[tuple[int, int]] = set()
-        for (xa, ya), (xb, yb) in zip(pts, pts[1:]):  # each segment, sampled at the column resolution
+        for (xa, ya), (xb, yb) in zip(pts, pts[1:], strict=False):  # each segment, sampled at the column resolution
             (ra, ca), (rb, cb) = cell(xa, ya), cell(xb, yb)
             steps = max(abs(cb - ca), abs(rb - ra), 1)
             for s in range(steps + 1):

@@ -20,10 +20,11 @@ import ast
 import math
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from drill.errors import UserError
 from drill.judge.limits import Limits
@@ -32,7 +33,7 @@ PARTS = ("bpe", "adamw", "lr_schedule", "grad_clip", "decoder_block", "cross_ent
 # The order to write them in when none passes: the short ones first, each used by the run on its own.
 FIRST = ("lr_schedule", "grad_clip", "cross_entropy", "adamw", "sampling", "bpe", "decoder_block")
 # Relative difference |yours - reference| / reference allowed at every step (see README, "drill train").
-BAND = 0.02
+BAND = 0.01
 PROMPT = "The KV cache stores"
 
 _MODEL = {"vocab_size": 512, "hidden_size": 64, "intermediate_size": 176, "num_hidden_layers": 2,
@@ -82,13 +83,14 @@ class TrainReport:
     reference: RunResult
     yours: RunResult
     band: float = BAND
-    first_out: int | None = None  # first step out of band
+    first_out: int | None = None  # first step out of band (0-based index; shown 1-based, as every step is)
     worst: float = 0.0  # largest relative difference over the steps compared
     culprits: list[str] | None = None  # parts whose swap brought the run back in band
     sample_text: str = ""
     reference_sample_text: str = ""
     wall_s: float = 0.0
     verdict: str = ""
+    checked: bool = True  # the part files were graded first (not --no-check)
 
     @property
     def passed(self) -> bool:
@@ -114,8 +116,9 @@ def find_parts(folder: Path) -> list[PartUse]:
             for name in PARTS]
 
 
-def grade_parts(parts: list[PartUse], seed: int | None, check: bool) -> None:
-    """Grade every present file (the check's API, the warm server when it can be used); keep those that pass."""
+def grade_parts(parts: list[PartUse], seed: int | None, check: bool, pool: Any = None) -> None:
+    """Grade every present file (the check's API, the warm server when it can be used); keep those that pass.
+    `pool` (a pool.ChildPool, tests): each file graded in-process through it instead."""
     present = [p for p in parts if p.file]
     if not check:
         for p in present:
@@ -123,8 +126,12 @@ def grade_parts(parts: list[PartUse], seed: int | None, check: bool) -> None:
         return
     from drill.judge.client import Job, grade
 
-    results = grade([Job(Path(p.file), p.name, seed) for p in present])
-    for p, r in zip(present, results):
+    jobs = [Job(Path(p.file), p.name, seed) for p in present]
+    if pool is not None:
+        results = [grade([job], use_server=False, pool=pool)[0] for job in jobs]
+    else:
+        results = grade(jobs)
+    for p, r in zip(present, results, strict=True):
         if r.status == "pass":
             p.mine, p.why = True, f"passed its check ({r.passed}/{r.total})"
         else:
@@ -225,7 +232,7 @@ class _Named:
 _STUB = '"""drill train: the parts travel in the job; this file only stands where a checked file would."""\n'
 
 
-def start_learner_run(config: dict, tensors: dict, sources: dict[str, str], limits: Limits) -> Any:
+def start_learner_run(config: dict, tensors: dict, sources: dict[str, str], limits: Limits, pool: Any = None) -> Any:
     """Start the child with the learner's parts and hand it the job; returns the child (wait with finish)."""
     import tempfile
 
@@ -237,7 +244,7 @@ def start_learner_run(config: dict, tensors: dict, sources: dict[str, str], limi
     stub_dir = Path(tempfile.mkdtemp(prefix="drill-train-"))
     stub = stub_dir / "drill_train.py"
     stub.write_text(_STUB, encoding="utf-8")
-    child = Child(limits, learner=stub)
+    child = pool.child(limits, learner=stub) if pool is not None else Child(limits, learner=stub)
     child.stub_dir = stub_dir
     case = {"index": 0, "target": "train", "kind": "train", "arg_names": [], "args": [], "grad_inputs": [],
             "grad_params": False,
@@ -277,14 +284,14 @@ def finish_learner_run(child: Any) -> RunResult:
         shutil.rmtree(getattr(child, "stub_dir", ""), ignore_errors=True)
 
 
-def learner_run(config: dict, tensors: dict, sources: dict[str, str], limits: Limits) -> RunResult:
-    return finish_learner_run(start_learner_run(config, tensors, sources, limits))
+def learner_run(config: dict, tensors: dict, sources: dict[str, str], limits: Limits, pool: Any = None) -> RunResult:
+    return finish_learner_run(start_learner_run(config, tensors, sources, limits, pool))
 
 
 def rel_diffs(yours: list[float], ref: list[float]) -> list[float]:
     """|yours - ref| / |ref| per step (inf where yours is not finite)."""
     out = []
-    for a, b in zip(yours, ref):
+    for a, b in zip(yours, ref, strict=False):
         out.append(abs(a - b) / max(abs(b), 1e-12) if math.isfinite(a) and math.isfinite(b) else math.inf)
     return out
 
@@ -303,14 +310,14 @@ def first_out_of_band(run: RunResult, ref: RunResult, band: float, steps: int) -
 
 
 def attribute(config: dict, tensors: dict, sources: dict[str, str], ref: RunResult, first: int, band: float,
-              limits: Limits, say: Callable[[str], None]) -> list[str]:
+              limits: Limits, say: Callable[[str], None], pool: Any = None) -> list[str]:
     """The parts whose swap for the reference's brings the run back in band up to step `first`."""
     cut = {**config, "steps_run": first + 1}
     back = []
     for name in sources:
         say(f"swapping your {name} for the reference's ...")
         rest = {k: v for k, v in sources.items() if k != name}
-        run = learner_run(cut, tensors, rest, limits) if rest else ref
+        run = learner_run(cut, tensors, rest, limits, pool) if rest else ref
         if run.failure is None and first_out_of_band(run, ref, band, first + 1)[0] is None:
             back.append(name)
     return back
@@ -318,15 +325,25 @@ def attribute(config: dict, tensors: dict, sources: dict[str, str], ref: RunResu
 
 def run_train(folder: str | Path, *, size: str = "default", seed: int | None = None, steps: int | None = None,
               check: bool = True, limits: Limits | None = None, say: Callable[[str], None] = lambda s: None,
-              progress: Callable[[int, int], None] | None = None) -> TrainReport:
-    """The whole `drill train`: grade, prepare, both runs at once, verdict, attribution. UserError on bad input."""
+              progress: Callable[[int, int], None] | None = None, pool: Any = None) -> TrainReport:
+    """The whole `drill train`: grade, prepare, both runs at once, verdict, attribution. UserError on bad input.
+
+    `pool` (a pool.ChildPool): the fork server every run of the learner's parts is forked from (and the checks
+    graded through); by default one of its own for this call, so the attribution's runs cost a fork each,
+    not an interpreter and a torch import each."""
+    if pool is None:
+        from drill.judge.pool import ChildPool
+
+        with ChildPool() as own:
+            return run_train(folder, size=size, seed=seed, steps=steps, check=check, limits=limits, say=say,
+                             progress=progress, pool=own)
     t0 = time.monotonic()
     if size not in SIZES:
         raise UserError(f"unknown --size {size!r}: one of {', '.join(SIZES)}")
     parts = find_parts(Path(folder))
     if not any(p.file for p in parts):
         raise UserError(no_parts_message(parts), str(folder))
-    grade_parts(parts, seed, check)
+    grade_parts(parts, seed, check, pool)
     if not any(p.mine for p in parts):
         raise UserError(no_parts_message(parts), str(folder))
     config = dict(SIZES[size])
@@ -346,7 +363,7 @@ def run_train(folder: str | Path, *, size: str = "default", seed: int | None = N
     tensors, tok = prepare(config, seed)
     limits = limits or Limits(timeout_s=600.0, cpu_s=600.0, memory_mb=2048)
     say("training: the reference's run here, yours in a sandboxed process, at the same time")
-    child = start_learner_run(config, tensors, sources, limits)
+    child = start_learner_run(config, tensors, sources, limits, pool)
     try:
         total = int(config["steps"])
         ref = reference_run(config, tensors, (lambda i: progress(i, total)) if progress else None)
@@ -354,7 +371,7 @@ def run_train(folder: str | Path, *, size: str = "default", seed: int | None = N
         child.cleanup()
         raise
     yours = finish_learner_run(child)
-    report = TrainReport(config, parts, ref, yours)
+    report = TrainReport(config, parts, ref, yours, checked=check)
     report.reference_sample_text = tok.decode(ref.sample)
     if yours.failure is None:
         report.first_out, report.worst = first_out_of_band(yours, ref, BAND, total)
@@ -363,7 +380,7 @@ def run_train(folder: str | Path, *, size: str = "default", seed: int | None = N
         except (KeyError, ValueError, TypeError):
             report.sample_text = "(not decodable by the reference's tokenizer)"
     if yours.failure is None and report.first_out is not None:
-        report.culprits = attribute(config, tensors, sources, ref, report.first_out, BAND, limits, say)
+        report.culprits = attribute(config, tensors, sources, ref, report.first_out, BAND, limits, say, pool)
     report.verdict = verdict(report)
     report.wall_s = time.monotonic() - t0
     return report
@@ -378,14 +395,14 @@ def verdict(r: TrainReport) -> str:
         lines.append("your bpe tokenized the text differently from the reference's (the batches differ)")
     if r.yours.bad_step >= 0:
         what = r.yours.bad_what
-        lines.append(f"step {r.yours.bad_step}: {what} became NaN or infinite"
+        lines.append(f"step {r.yours.bad_step + 1}: {what} became NaN or infinite"
                      + ("" if what == "the loss" else " after the optimizer's step"))
     elif r.first_out is None:
         return (f"in band: your loss stayed within {r.band:.0%} of the reference's at every one of the "
                 f"{len(r.reference.losses)} steps (largest difference {r.worst:.2%})")
     else:
         ref, mine = r.reference.losses[r.first_out], r.yours.losses[r.first_out]
-        lines.append(f"out of band from step {r.first_out}: your loss {mine:.4f} vs the reference's {ref:.4f} "
+        lines.append(f"out of band from step {r.first_out + 1}: your loss {mine:.4f} vs the reference's {ref:.4f} "
                      f"(more than {r.band:.0%} apart)")
     if r.culprits is not None:
         if len(r.culprits) == 1:

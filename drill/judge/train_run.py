@@ -61,7 +61,7 @@ class Parts:
             params = [p for p in parameters if p.grad is not None]
             total, clipped = ref["clip_grad_norm"]([p.grad for p in params], max_norm, eps)
             with torch.no_grad():
-                for p, g in zip(params, clipped):
+                for p, g in zip(params, clipped, strict=True):
                     p.grad.copy_(g)
             return total
 
@@ -74,10 +74,11 @@ class Parts:
         self.block = mine("decoder_block")
 
 
-def _guard(part: str, step: int | None, call):
-    """Call a learner's part; an ordinary exception becomes one line naming the part and the step."""
+def _guard(part: str, step: int | None, call, *args: Any, **kwargs: Any):
+    """call(*args, **kwargs) of a learner's part; an ordinary exception becomes one line naming the part and
+    the step."""
     try:
-        return call()
+        return call(*args, **kwargs)
     except Exception as exc:  # noqa: BLE001 - the learner's exception is data; BaseException (traps) passes
         where = f" at step {step}" if step is not None else ""
         raise ContractError("exception", f"your {part} raised {type(exc).__name__}{where}: {exc}"[:400]) from exc
@@ -85,9 +86,9 @@ def _guard(part: str, step: int | None, call):
 
 def tokenize(mod: Any, text: str, vocab_size: int) -> torch.Tensor:
     """The learner's train_bpe + Tokenizer.encode on the text, as an int64 tensor (contract checked)."""
-    vocab, merges = _guard("bpe", None, lambda: mod.train_bpe(text, vocab_size, list(SPECIALS)))
-    tok = _guard("bpe", None, lambda: mod.Tokenizer(vocab, merges, list(SPECIALS)))
-    ids = _guard("bpe", None, lambda: tok.encode(text))
+    vocab, merges = _guard("bpe", None, mod.train_bpe, text, vocab_size, list(SPECIALS))
+    tok = _guard("bpe", None, mod.Tokenizer, vocab, merges, list(SPECIALS))
+    ids = _guard("bpe", None, tok.encode, text)
     if not isinstance(ids, list) or not all(type(i) is int and 0 <= i < vocab_size for i in ids):
         raise ContractError("wrong_type", f"your bpe's encode did not return a list of ids below {vocab_size}")
     return torch.tensor(ids, dtype=torch.int64)
@@ -99,7 +100,7 @@ def build_model(decoder_ns: dict[str, Any], cfg: dict, init: dict[str, torch.Ten
                                   cfg.get("convention", "half"))
     model.load_state_dict(init)
     if block is not None:
-        _guard("decoder_block", None, lambda: model.swap("decoder_block", block))
+        _guard("decoder_block", None, model.swap, "decoder_block", block)
     return model
 
 
@@ -114,24 +115,22 @@ def train(parts: Parts, decoder_ns: dict[str, Any], cfg: dict, tensors: dict[str
     steps = int(cfg["steps"])
     limit = max(len(ids) - t - 1, 1)
     named = list(model.named_parameters())
-    opt = _guard("adamw", None, lambda: parts.AdamW([p for _, p in named], lr=cfg["max_lr"],
-                                                     betas=tuple(cfg["betas"]), eps=1e-8,
-                                                     weight_decay=cfg["weight_decay"]))
+    opt = _guard("adamw", None, parts.AdamW, [p for _, p in named], lr=cfg["max_lr"], betas=tuple(cfg["betas"]),
+                 eps=1e-8, weight_decay=cfg["weight_decay"])
     losses = torch.full((steps,), math.nan, dtype=torch.float64)
     norms = torch.full((steps,), math.nan, dtype=torch.float64)
     bad_step, bad_what = -1, ""
     vocab = cfg["model"]["vocab_size"]
     model.train()
     for step in range(int(cfg.get("steps_run", steps))):  # attribution runs stop early
-        lr = _guard("lr_schedule", step, lambda: parts.cosine_lr(step, cfg["max_lr"], cfg["min_lr"],
-                                                                    cfg["warmup"], steps))
+        lr = _guard("lr_schedule", step, parts.cosine_lr, step, cfg["max_lr"], cfg["min_lr"], cfg["warmup"], steps)
         for group in opt.param_groups:
             group["lr"] = float(lr)
         rows = starts[step] % limit
         x = torch.stack([ids[r:r + t] for r in rows.tolist()])
         y = torch.stack([ids[r + 1:r + t + 1] for r in rows.tolist()])
-        logits = _guard("decoder_block", step, lambda: model(x))
-        loss = _guard("cross_entropy", step, lambda: parts.cross_entropy(logits.reshape(-1, vocab), y.reshape(-1)))
+        logits = _guard("decoder_block", step, model, x)
+        loss = _guard("cross_entropy", step, parts.cross_entropy, logits.reshape(-1, vocab), y.reshape(-1))
         if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
             raise ContractError("wrong_type", f"your cross_entropy returned {type(loss).__name__} at step {step}")
         value = float(loss.detach())
@@ -141,7 +140,7 @@ def train(parts: Parts, decoder_ns: dict[str, Any], cfg: dict, tensors: dict[str
             break
         opt.zero_grad(set_to_none=True)
         _guard("decoder_block", step, loss.backward)
-        norm = _guard("grad_clip", step, lambda: parts.clip((p for _, p in named), cfg["clip"]))
+        norm = _guard("grad_clip", step, parts.clip, (p for _, p in named), cfg["clip"])
         norms[step] = float(norm)
         _guard("adamw", step, opt.step)
         bad = next((n for n, p in named if not bool(torch.isfinite(p.detach()).all())), None)
@@ -163,9 +162,9 @@ def _sample(model: Any, parts: Parts, prompt: torch.Tensor, cfg: dict) -> torch.
     seq = prompt.view(1, -1)
     s = cfg["sample"]
     for _ in range(int(s["tokens"])):
-        logits = _guard("decoder_block", None, lambda: model(seq[:, -int(cfg["seq_len"]):]))[:, -1].float()
-        probs = _guard("sampling", None, lambda: parts.filter_logits(logits, temperature=s["temperature"],
-                                                                       top_k=s["top_k"], top_p=s["top_p"]))
+        logits = _guard("decoder_block", None, model, seq[:, -int(cfg["seq_len"]):])[:, -1].float()
+        probs = _guard("sampling", None, parts.filter_logits, logits, temperature=s["temperature"], top_k=s["top_k"],
+                       top_p=s["top_p"])
         if not isinstance(probs, torch.Tensor) or probs.shape != logits.shape:
             raise ContractError("wrong_type", "your filter_logits did not return probabilities of the logits' shape")
         nxt = torch.multinomial(probs.double().clamp_min(0), 1, generator=gen)
@@ -194,7 +193,7 @@ def run_case(mod: Any, case: dict, tensors: dict, host: Any) -> dict[str, torch.
         exec(compile(extra["decoder"], "<drill decoder>", "exec"), decoder_ns)  # noqa: S102 - the parent's code
     learner = {}
     for name, source in extra["learner"].items():
-        learner[name] = _guard(name, None, lambda name=name, source=source: load_learner(name, source))
+        learner[name] = _guard(name, None, load_learner, name, source)
     cfg = extra["config"]
     out: dict[str, torch.Tensor] = {}
     ids = None
