@@ -17,6 +17,7 @@ out of band, and the part whose swap brings the run back in band is named.
 from __future__ import annotations
 
 import ast
+import json
 import math
 import random
 import time
@@ -194,7 +195,9 @@ def prepare(config: dict, seed: int) -> tuple[dict[str, Any], Any]:
     init = {f"init.{k}": v.detach().clone() for k, v in model.state_dict().items()}
     prompt = torch.tensor(tok.encode(PROMPT), dtype=torch.int64)
     tensors = {"ids": ids, "starts": starts, "prompt": prompt, **init,
-               "text": torch.tensor(list(text.encode("utf-8")), dtype=torch.uint8)}
+               "text": torch.tensor(list(text.encode("utf-8")), dtype=torch.uint8),
+               "ref_vocab": torch.tensor(list(json.dumps({str(i): b.hex() for i, b in vocab.items()}).encode()),
+                                         dtype=torch.uint8)}
     return tensors, tok
 
 
@@ -252,7 +255,7 @@ def start_learner_run(config: dict, tensors: dict, sources: dict[str, str], limi
                       "decoder": source_for("decoder_block" if "decoder_block" in sources else "train")}}
     job = {"learner": str(stub), "graded": [], "forbidden": [], "forbidden_classes": [], "report_attrs": [],
            "cases": [case]}
-    sent = {k: v for k, v in tensors.items() if k != "text" or "bpe" in sources}
+    sent = {k: v for k, v in tensors.items() if k not in ("text", "ref_vocab") or "bpe" in sources}
     child.send(job, sent)
     return child
 

@@ -84,14 +84,20 @@ def _guard(part: str, step: int | None, call, *args: Any, **kwargs: Any):
         raise ContractError("exception", f"your {part} raised {type(exc).__name__}{where}: {exc}"[:400]) from exc
 
 
-def tokenize(mod: Any, text: str, vocab_size: int) -> torch.Tensor:
-    """The learner's train_bpe + Tokenizer.encode on the text, as an int64 tensor (contract checked)."""
+def tokenize(mod: Any, text: str, vocab_size: int, ref_vocab: dict[bytes, int]) -> torch.Tensor:
+    """The learner's train_bpe + Tokenizer.encode on the text, as an int64 tensor (contract checked), each id
+    renumbered to the reference's id of the same bytes: the contract leaves the numbering free (specials
+    first or last), and the same token must meet the same embedding row in both runs. An id whose bytes
+    the reference's vocabulary lacks keeps its own number (the run then sees other batches, and says so)."""
     vocab, merges = _guard("bpe", None, mod.train_bpe, text, vocab_size, list(SPECIALS))
     tok = _guard("bpe", None, mod.Tokenizer, vocab, merges, list(SPECIALS))
     ids = _guard("bpe", None, tok.encode, text)
     if not isinstance(ids, list) or not all(type(i) is int and 0 <= i < vocab_size for i in ids):
         raise ContractError("wrong_type", f"your bpe's encode did not return a list of ids below {vocab_size}")
-    return torch.tensor(ids, dtype=torch.int64)
+    if not isinstance(vocab, dict) or not all(type(k) is int and type(v) is bytes for k, v in vocab.items()):
+        raise ContractError("wrong_type", "your train_bpe's vocabulary is not a dict of int -> bytes")
+    renumber = {i: ref_vocab.get(b, i) for i, b in vocab.items()}
+    return torch.tensor([renumber.get(i, i) for i in ids], dtype=torch.int64)
 
 
 def build_model(decoder_ns: dict[str, Any], cfg: dict, init: dict[str, torch.Tensor], block: Any) -> Any:
@@ -199,7 +205,9 @@ def run_case(mod: Any, case: dict, tensors: dict, host: Any) -> dict[str, torch.
     ids = None
     if "bpe" in learner:
         text = bytes(tensors["text"].tolist()).decode("utf-8")
-        ids = tokenize(learner["bpe"], text, int(cfg["model"]["vocab_size"]))
+        raw = json.loads(bytes(tensors["ref_vocab"].tolist()).decode("ascii"))
+        ref_vocab = {bytes.fromhex(h): int(i) for i, h in raw.items()}
+        ids = tokenize(learner["bpe"], text, int(cfg["model"]["vocab_size"]), ref_vocab)
         same = ids.shape == tensors["ids"].shape and bool(torch.equal(ids, tensors["ids"]))
         out["bpe_same"] = torch.tensor([int(same)])
     out.update(train(Parts(ref, learner), decoder_ns, cfg, tensors, ids=ids))
