@@ -108,6 +108,20 @@ def test_no_passing_part_says_which_to_fix(tmp_path: Path, fork_server) -> None:
         run_train(ws, size="tiny", seed=5, pool=fork_server)
 
 
+def test_the_four_starters_say_which_to_write_first(tmp_path: Path, fork_server) -> None:
+    """A fresh install's `drill start` of bpe, adamw, lr_schedule and grad_clip, then `drill train`: every
+    starter fails its check (NotImplementedError), so the run names the first one to write."""
+    from drill.judge.exercise_files import start_exercise
+    from drill.judge.train import run_train
+
+    ws = tmp_path / "ws"
+    for name in ("bpe", "adamw", "lr_schedule", "grad_clip"):
+        start_exercise(name, ws)
+    assert sorted(p.name for p in ws.glob("*.py")) == ["adamw.py", "bpe.py", "grad_clip.py", "lr_schedule.py"]
+    with pytest.raises(UserError, match="none of your parts passes its check yet: write lr_schedule.py first"):
+        run_train(ws, size="tiny", seed=5, pool=fork_server)
+
+
 def test_graded_then_used_and_planted_adamw_passes_its_check(tmp_path: Path, fork_server) -> None:
     """Grade-then-use: the planted AdamW passes its check (the bug is past its five steps) and is used; a
     failing cross_entropy is not, and the reference's stands in; the verdict names adamw."""

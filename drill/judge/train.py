@@ -141,13 +141,18 @@ def grade_parts(parts: list[PartUse], seed: int | None, check: bool, pool: Any =
 
 
 def no_parts_message(parts: list[PartUse]) -> str:
-    """What to write first when none of the learner's parts can be used."""
-    missing = [n for n in FIRST if not any(p.name == n and p.file for p in parts)]
-    failing = [p.name for p in parts if p.file and not p.mine]
-    first = (failing or missing)[0]
-    head = ("none of your parts passes its check yet" if failing else "no part of yours is in the folder")
-    return (f"{head}: write {first}.py first (`drill start {first} DIR`, then `drill check DIR/{first}.py`); "
-            f"drill train uses any of {', '.join(PARTS)} that pass")
+    """What to write first when none of the learner's parts can be used: the first of FIRST (short ones first)
+    among the files that failed their check, else among those missing."""
+    present = {p.name for p in parts if p.file}
+    failing = [n for n in FIRST if n in present]
+    uses = f"drill train uses any of {', '.join(PARTS)} that pass"
+    if failing:
+        first = failing[0]
+        return (f"none of your parts passes its check yet: write {first}.py first (`drill check DIR/{first}.py` "
+                f"says what fails); {uses}")
+    first = FIRST[0]
+    return (f"no part of yours is in the folder: write {first}.py first (`drill start {first} DIR`, then "
+            f"`drill check DIR/{first}.py`); {uses}")
 
 
 def block_convention(path: str | None) -> str:
