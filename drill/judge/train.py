@@ -1,6 +1,6 @@
 """`drill train DIR`: a tiny Llama trained with the learner's own parts, beside the reference's run.
 
-The parts are those of seven exercises (`train_run.PARTS`). Each file of DIR named for one of them is
+The parts are `PARTS`, each an exercise of its own. Each file of DIR named for one of them is
 graded first (`client.grade`, the warm server when it can be used) and used only if it passes; the
 reference's part stands in for every other. The text is drill's own question bank and exercise docs
 (shipped in the package), tokenized by the reference's BPE in this process and, when the learner's
