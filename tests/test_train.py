@@ -82,6 +82,16 @@ def test_a_part_that_raises_is_named_with_its_step(tmp_path: Path) -> None:
         in r.output
 
 
+def test_no_check_still_applies_the_static_policy(tmp_path: Path) -> None:
+    src = tmp_path / "lr.py"
+    src.write_text("def cosine_lr(it, max_lr, min_lr, warmup_iters, cosine_cycle_iters):\n"
+                   "    return float(len(open('/etc/hostname').read()))\n", encoding="utf-8")
+    ws = folder(tmp_path, lr_schedule=src, grad_clip=GOOD["grad_clip"])
+    r = drill_train(str(ws), "--size", "tiny", "--no-check", "--no-chart", "--seed", "5")
+    assert r.exit_code == 0, r.output
+    assert "refused (policy_violation" in r.output and "your parts in this run: grad_clip" in r.output
+
+
 def test_empty_folder_says_what_to_write_first(tmp_path: Path) -> None:
     ws = tmp_path / "empty"
     ws.mkdir()

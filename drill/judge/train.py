@@ -117,13 +117,28 @@ def find_parts(folder: Path) -> list[PartUse]:
             for name in PARTS]
 
 
-def grade_parts(parts: list[PartUse], seed: int | None, check: bool, pool: Any = None) -> None:
+def grade_parts(parts: list[PartUse], seed: int | None, check: bool, pool: Any = None,
+                into: list[PartUse] | None = None) -> None:
     """Grade every present file (the check's API, the warm server when it can be used); keep those that pass.
-    `pool` (a pool.ChildPool, tests): each file graded in-process through it instead."""
+    `pool` (a pool.ChildPool, tests): each file graded in-process through it instead. `into`: the PartUse
+    list to write the verdicts into (the learner's own paths), when `parts` names copies of the files.
+    Without the check (--no-check) the static policy (layer 1) still refuses a file, as `drill check` would."""
     present = [p for p in parts if p.file]
+    shown = {p.name: p for p in (into if into is not None else parts)}
     if not check:
+        from drill.judge import registry
+        from drill.judge.check import _refusal
+        from drill.judge.source import read_source
+
         for p in present:
-            p.mine, p.why = True, "used without a check (--no-check)"
+            try:
+                refused = _refusal(read_source(Path(p.file)), Path(p.file), registry.entry(p.name), True)
+            except UserError as exc:  # not decodable as Python reads it
+                refused = ("unreadable", str(exc).split(": ", 1)[-1])
+            if refused is None:
+                shown[p.name].mine, shown[p.name].why = True, "used without a check (--no-check)"
+            else:
+                shown[p.name].why = f"refused ({refused[0]}: {refused[1]}): the reference's was used"[:300]
         return
     from drill.judge.client import Job, grade
 
@@ -134,10 +149,9 @@ def grade_parts(parts: list[PartUse], seed: int | None, check: bool, pool: Any =
         results = grade(jobs)
     for p, r in zip(present, results, strict=True):
         if r.status == "pass":
-            p.mine, p.why = True, f"passed its check ({r.passed}/{r.total})"
+            shown[p.name].mine, shown[p.name].why = True, f"passed its check ({r.passed}/{r.total})"
         else:
-            why = r.diagnosis or r.status
-            p.why = f"failed its check ({why}): the reference's was used"
+            shown[p.name].why = f"failed its check ({r.diagnosis or r.status}): the reference's was used"
 
 
 def no_parts_message(parts: list[PartUse]) -> str:
@@ -351,7 +365,31 @@ def run_train(folder: str | Path, *, size: str = "default", seed: int | None = N
     parts = find_parts(Path(folder))
     if not any(p.file for p in parts):
         raise UserError(no_parts_message(parts), str(folder))
-    grade_parts(parts, seed, check, pool)
+    import tempfile
+
+    copies = Path(tempfile.mkdtemp(prefix="drill-train-parts-"))
+    try:
+        return _run_copied(Path(folder), parts, copies, size=size, seed=seed, steps=steps, check=check,
+                           limits=limits, say=say, progress=progress, pool=pool, t0=t0)
+    finally:
+        import shutil
+
+        shutil.rmtree(copies, ignore_errors=True)
+
+
+def _run_copied(folder: Path, parts: list[PartUse], copies: Path, *, size: str, seed: int | None,
+                steps: int | None, check: bool, limits: Limits | None, say: Callable[[str], None],
+                progress: Callable[[int, int], None] | None, pool: Any, t0: float) -> TrainReport:
+    """run_train on copies of the part files: what was graded is what runs, whatever the folder does meanwhile."""
+    import shutil
+
+    graded = {}
+    for p in parts:
+        if p.file:
+            graded[p.name] = copies / f"{p.name}.py"
+            shutil.copyfile(p.file, graded[p.name])
+    grade_parts([PartUse(p.name, str(graded[p.name]) if p.file else None) for p in parts], seed, check, pool,
+                into=parts)
     if not any(p.mine for p in parts):
         raise UserError(no_parts_message(parts), str(folder))
     config = dict(SIZES[size])
@@ -363,11 +401,11 @@ def run_train(folder: str | Path, *, size: str = "default", seed: int | None = N
     seed = random.SystemRandom().randrange(2**31) if seed is None else seed
     config["seed"] = seed
     block = next(p for p in parts if p.name == "decoder_block")
-    config["convention"] = block_convention(block.file) if block.mine else "half"
+    config["convention"] = block_convention(str(graded["decoder_block"])) if block.mine else "half"
     config["model"] = dict(config["model"])
     from drill.judge.source import read_source
 
-    sources = {p.name: read_source(Path(p.file)) for p in parts if p.mine}
+    sources = {p.name: read_source(graded[p.name]) for p in parts if p.mine}
     tensors, tok = prepare(config, seed)
     limits = limits or Limits(timeout_s=600.0, cpu_s=600.0, memory_mb=2048)
     say("training: the reference's run here, yours in a sandboxed process, at the same time")

@@ -84,6 +84,16 @@ def _guard(part: str, step: int | None, call, *args: Any, **kwargs: Any):
         raise ContractError("exception", f"your {part} raised {type(exc).__name__}{where}: {exc}"[:400]) from exc
 
 
+def _number(fn, *args: Any) -> float:
+    """fn(*args) as a Python float (a 0-dim tensor or a number); TypeError otherwise."""
+    value = fn(*args)
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        return float(value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    raise TypeError(f"returned {type(value).__name__}, not a number")
+
+
 def tokenize(mod: Any, text: str, vocab_size: int, ref_vocab: dict[bytes, int]) -> torch.Tensor:
     """The learner's train_bpe + Tokenizer.encode on the text, as an int64 tensor (contract checked), each id
     renumbered to the reference's id of the same bytes: the contract leaves the numbering free (specials
@@ -129,9 +139,10 @@ def train(parts: Parts, decoder_ns: dict[str, Any], cfg: dict, tensors: dict[str
     vocab = cfg["model"]["vocab_size"]
     model.train()
     for step in range(int(cfg.get("steps_run", steps))):  # attribution runs stop early
-        lr = _guard("lr_schedule", step, parts.cosine_lr, step, cfg["max_lr"], cfg["min_lr"], cfg["warmup"], steps)
+        lr = _guard("lr_schedule", step, _number, parts.cosine_lr, step, cfg["max_lr"], cfg["min_lr"], cfg["warmup"],
+                    steps)
         for group in opt.param_groups:
-            group["lr"] = float(lr)
+            group["lr"] = lr
         rows = starts[step] % limit
         x = torch.stack([ids[r:r + t] for r in rows.tolist()])
         y = torch.stack([ids[r + 1:r + t + 1] for r in rows.tolist()])
@@ -145,9 +156,8 @@ def train(parts: Parts, decoder_ns: dict[str, Any], cfg: dict, tensors: dict[str
             bad_step, bad_what = step, "the loss"
             break
         opt.zero_grad(set_to_none=True)
-        _guard("decoder_block", step, loss.backward)
-        norm = _guard("grad_clip", step, parts.clip, (p for _, p in named), cfg["clip"])
-        norms[step] = float(norm)
+        _guard("cross_entropy or decoder_block (backward)", step, loss.backward)
+        norms[step] = _guard("grad_clip", step, _number, parts.clip, (p for _, p in named), cfg["clip"])
         _guard("adamw", step, opt.step)
         bad = next((n for n, p in named if not bool(torch.isfinite(p.detach()).all())), None)
         if bad is not None:
