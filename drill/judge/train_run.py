@@ -81,7 +81,23 @@ def _guard(part: str, step: int | None, call, *args: Any, **kwargs: Any):
         return call(*args, **kwargs)
     except Exception as exc:  # noqa: BLE001 - the learner's exception is data; BaseException (traps) passes
         where = f" at step {step}" if step is not None else ""
-        raise ContractError("exception", f"your {part} raised {type(exc).__name__}{where}: {exc}"[:400]) from exc
+        line = _learner_line(exc)
+        raise ContractError("exception", f"your {part} raised {type(exc).__name__}{where}{line}: {exc}"[:400]) \
+            from exc
+
+
+_TRUSTED: list = []  # the child's `trusted` context (run_case sets it): reading a traceback's frames is audited
+
+
+def _learner_line(exc: BaseException) -> str:
+    """" (adamw.py:37)": the innermost frame of a learner's file in the exception's traceback, or ""."""
+    import contextlib
+    import traceback
+
+    with (_TRUSTED[0]() if _TRUSTED else contextlib.nullcontext()):
+        frames = traceback.extract_tb(exc.__traceback__)
+    mine = [f for f in frames if f.filename.startswith("<") and f.filename.endswith(".py>")]
+    return f" ({mine[-1].filename[1:-1]}:{mine[-1].lineno})" if mine else ""
 
 
 def _number(fn, *args: Any) -> float:
@@ -202,6 +218,7 @@ def load_learner(name: str, source: str) -> Any:
 def run_case(mod: Any, case: dict, tensors: dict, host: Any) -> dict[str, torch.Tensor]:
     """The child's entry for a "train" case: the learner's files loaded, the run made with them."""
     host._sibling("optim")  # Optimizer's dynamo wrappers off (see optim.py), as in the parent
+    _TRUSTED[:] = [host.trusted]
     extra = case["extra"]
     with host.trusted():
         ref = compile_reference(extra["reference"])
