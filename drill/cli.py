@@ -17,7 +17,6 @@ from drill import __version__
 from drill.bench import commands as bench_commands
 from drill.cliutil import EXIT_BROKEN_PIPE, EXIT_USAGE, err_console, install_fast_coercion, install_flag_help
 from drill.judge import commands as judge_commands
-from drill.judge import train_commands
 from drill.mock import commands as mock_commands
 from drill.quiz import commands as quiz_commands
 
@@ -67,7 +66,7 @@ def _show_help(ctx: typer.Context) -> NoReturn:
 # commands are module-level functions taking `Annotated` options (a group such as `drill server` or
 # `drill export` is a Typer of the same shape, added to its area's app by name); add_typer without a
 # name merges each area into this app as top-level commands, in this order: it is the order of `drill --help`.
-AREAS = (quiz_commands, judge_commands, mock_commands, bench_commands, train_commands)
+AREAS = (quiz_commands, judge_commands, mock_commands, bench_commands)
 
 for _area in AREAS:
     app.add_typer(_area.app)

@@ -78,8 +78,8 @@ def test_a_part_that_raises_is_named_with_its_step(tmp_path: Path) -> None:
     ws = folder(tmp_path, cross_entropy=src)
     r = drill_train(str(ws), "--size", "tiny", "--no-check", "--seed", "5")
     assert r.exit_code == 1, r.output
-    assert "your run stopped" in r.output and "your cross_entropy raised ValueError at step 0 (cross_entropy.py:2): no loss today" \
-        in r.output
+    assert "your run stopped" in r.output
+    assert "your cross_entropy raised ValueError at step 0 (cross_entropy.py:2): no loss today" in r.output
 
 
 def test_no_check_still_applies_the_static_policy(tmp_path: Path) -> None:

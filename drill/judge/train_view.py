@@ -1,17 +1,15 @@
-"""`drill train DIR`: thin CLI over `drill.judge.train.run_train` (no torch at import time)."""
+"""What `drill train` shows: its help text, the progress bar, the report (no torch at import time; the command
+itself is in drill/judge/commands.py, a thin caller of `drill.judge.train.run_train`)."""
 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
-from typing import Annotated
 
-import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from drill.cliutil import EXIT_FAIL, err_console, user_errors
+from drill.cliutil import err_console
 
 TRAIN_HELP = """Train a tiny Llama with your own parts, beside the reference's run.
 
@@ -30,39 +28,7 @@ at least 40 columns wide (--chart forces it, --no-chart prints a table).
 Exit code: 0 in band, 1 out of band or your run failed, 2 usage error (no folder,
 no part of yours that passes: it says which to write first)."""
 
-app = typer.Typer()
-
-
-@app.command(help=TRAIN_HELP)
-def train(
-    folder: Annotated[Path, typer.Argument(help="The folder with your part files.")],
-    size: Annotated[str, typer.Option(
-        "--size", help="default (300 steps, about a minute) or tiny (a few seconds, a smoke test).")] = "default",
-    steps: Annotated[int | None, typer.Option("--steps", help="Steps to train (default: the size's).")] = None,
-    seed: Annotated[int | None, typer.Option("--seed", help="Replay a run: the same weights, batches, checks.")] = None,
-    chart: Annotated[bool | None, typer.Option(
-        "--chart/--no-chart", help="Draw the loss curves (default: when stdout is a terminal).")] = None,
-    no_check: Annotated[bool, typer.Option(
-        "--no-check", help="Use every part file present without grading it first (your run, your risk).")] = False,
-) -> None:
-    from drill.judge import train as training
-
-    out = Console(highlight=False, soft_wrap=True)
-    with user_errors():
-        progress, bar = _progress()
-        try:
-            report = training.run_train(folder, size=size, seed=seed, steps=steps, check=not no_check,
-                                        say=lambda s: err_console.print(f"[dim]{escape(s)}[/]"),
-                                        progress=progress)
-        finally:
-            if bar is not None:
-                bar.stop()
-    render(out, report, chart)
-    if not report.passed:
-        raise typer.Exit(EXIT_FAIL)
-
-
-def _progress():
+def progress_bar():
     """A progress bar on stderr over the reference's steps (yours run at the same time), when it is a terminal."""
     if not sys.stderr.isatty():
         return None, None
