@@ -54,6 +54,15 @@ def test_every_part_mine_stays_in_band_and_is_drawn(tmp_path: Path) -> None:
     assert all(len(line) <= 80 for line in r.output.splitlines() if "|" in line)
 
 
+def test_a_bpe_numbering_specials_first_meets_the_same_embedding_rows(tmp_path: Path) -> None:
+    """The contract leaves the ids' numbering free: a BPE that numbers the special token first gives the same
+    tokens under other ids, renumbered by their bytes, so the run stays in band and says nothing differs."""
+    ws = folder(tmp_path, bpe="good_specials_first_regex_split.py")
+    r = drill_train(str(ws), "--size", "tiny", "--no-check", "--no-chart", "--seed", "5")
+    assert r.exit_code == 0, r.output
+    assert "in band" in r.output and "tokenized the text differently" not in r.output
+
+
 def test_planted_adamw_is_named(tmp_path: Path) -> None:
     ws = folder(tmp_path, adamw=PLANTED / "adamw_late_lr.py", lr_schedule=GOOD["lr_schedule"])
     r = drill_train(str(ws), "--size", "tiny", "--no-check", "--no-chart", "--seed", "5")
