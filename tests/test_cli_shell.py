@@ -190,4 +190,4 @@ def test_server_commands_are_reachable_from_drill() -> None:
     rows = [ln for ln in result.output.splitlines() if ln.startswith("│ ") and not ln.startswith("│ --")]
     listed = [ln.split()[1] for ln in rows]
     assert listed == ["quiz", "validate", "stats", "optimize", "export", "check", "start", "exercises", "hint",
-                      "server", "mock", "bench"], result.output
+                      "train", "server", "mock", "bench"], result.output

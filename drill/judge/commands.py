@@ -23,6 +23,7 @@ from drill.errors import UserError
 from drill.judge import server_commands
 from drill.judge.exercise_files import canonical_exercise, load_hints, start_exercise
 from drill.judge.registry import in_model_names
+from drill.judge.train_view import TRAIN_HELP
 
 # Exercises with a slot in the reference decoder for --in-model, from the torch-free index
 # (drill.judge.inmodel imports torch; --help must not).
@@ -506,3 +507,34 @@ def store_errors() -> Iterator[None]:
             "move it aside (or set DRILL_HOME) to start a fresh one",
             str(default_path()),
         ) from exc
+
+
+# `drill train DIR` (drill/judge/train.py): the learner's parts in a training run beside the reference's.
+@app.command(help=TRAIN_HELP)
+def train(
+    folder: Annotated[Path, typer.Argument(help="The folder with your part files.")],
+    size: Annotated[str, typer.Option(
+        "--size", help="default (300 steps, about a minute) or tiny (a few seconds, a smoke test).")] = "default",
+    steps: Annotated[int | None, typer.Option("--steps", help="Steps to train (default: the size's).")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Replay a run: the same weights, batches, checks.")] = None,
+    chart: Annotated[bool | None, typer.Option(
+        "--chart/--no-chart", help="Draw the loss curves (default: when stdout is a terminal).")] = None,
+    no_check: Annotated[bool, typer.Option(
+        "--no-check", help="Use every part file present without grading it first (your run, your risk).")] = False,
+) -> None:
+    from drill.judge import train as training
+    from drill.judge.train_view import progress_bar, render
+
+    out = Console(highlight=False, soft_wrap=True)
+    with user_errors():
+        progress, bar = progress_bar()
+        try:
+            report = training.run_train(folder, size=size, seed=seed, steps=steps, check=not no_check,
+                                        say=lambda s: err_console.print(f"[dim]{escape(s)}[/]"),
+                                        progress=progress)
+        finally:
+            if bar is not None:
+                bar.stop()
+    render(out, report, chart)
+    if not report.passed:
+        raise typer.Exit(EXIT_FAIL)
