@@ -151,6 +151,7 @@ def test_graded_then_used_and_planted_adamw_passes_its_check(tmp_path: Path, for
     used = {p.name: p for p in report.parts}
     assert used["adamw"].mine and used["adamw"].why.startswith("passed its check")
     assert not used["cross_entropy"].mine and "failed its check" in used["cross_entropy"].why
+    assert "Diagnosis(" not in used["cross_entropy"].why and "sum" in used["cross_entropy"].why.lower()
     assert not used["bpe"].mine and used["bpe"].why == "no file"
     assert report.first_out == 7 and report.culprits == ["adamw"]
     assert not report.passed
