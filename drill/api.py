@@ -105,18 +105,20 @@ class CheckResult(JupyterMixin):
 
 def check(exercise: str, obj: Any, *, seed: int | None = None, strict: bool = False, in_model: bool = False,
           device: str | None = None, timeout: float = 60.0, record: bool = True,
-          use_server: bool | None = None) -> CheckResult:
+          use_server: bool | None = None, pool: Any = None) -> CheckResult:
     """Grade `obj` (a function, a class, a tuple of them, a module or a path) as `exercise`.
 
     The options are `drill check`'s (`--seed`, `--strict`, `--in-model`, `--device`, `--timeout`,
-    `--no-server` as use_server=False). Raises `drill.errors.UserError` (shown as one line in Jupyter)
-    for anything that cannot be graded: an unknown exercise, a builtin, a lambda, a missing file.
+    `--no-server` as use_server=False); `pool`, a `drill.judge.pool.ChildPool`, forks the graded process
+    from a warm fork server when grading in this process (as `drill check --watch` does). Raises
+    `drill.errors.UserError` (shown as one line in Jupyter) for anything that cannot be graded: an
+    unknown exercise, a builtin, a lambda, a missing file.
     """
     from drill.object_source import graded_source
 
     name, entry = _exercise(exercise, in_model)
     what = graded_source(obj, name, entry.graded)
-    opts = _options(seed, strict, in_model, device, timeout, use_server)
+    opts = _options(seed, strict, in_model, device, timeout, use_server, pool)
     if what.path is not None:
         return _finish(_grade(what.path, name, opts), None, record)
     return _grade_text(name, what.text or "", what.label, opts, record)
@@ -124,7 +126,7 @@ def check(exercise: str, obj: Any, *, seed: int | None = None, strict: bool = Fa
 
 def check_source(exercise: str, source: str, *, label: str = "<source>", seed: int | None = None,
                  strict: bool = False, in_model: bool = False, device: str | None = None, timeout: float = 60.0,
-                 record: bool = True, use_server: bool | None = None) -> CheckResult:
+                 record: bool = True, use_server: bool | None = None, pool: Any = None) -> CheckResult:
     """Grade a source text as the file `<exercise>.py` holding it (what `%%drill` does with a cell).
 
     `label` is what the result's `file` says (and what stands for the temporary file in its messages).
@@ -132,7 +134,8 @@ def check_source(exercise: str, source: str, *, label: str = "<source>", seed: i
     if not isinstance(source, str):
         raise UserError(f"drill.check_source grades source text (a str); got {type(source).__name__}")
     name, _ = _exercise(exercise, in_model)
-    return _grade_text(name, source, label, _options(seed, strict, in_model, device, timeout, use_server), record)
+    return _grade_text(name, source, label, _options(seed, strict, in_model, device, timeout, use_server, pool),
+                       record)
 
 
 def hints(exercise: str, n: int | None = None) -> tuple[list[str], int, str]:
@@ -184,7 +187,7 @@ def _exercise(exercise: str, in_model: bool) -> tuple[str, Any]:
 
 
 def _options(seed: int | None, strict: bool, in_model: bool, device: str | None, timeout: float,
-             use_server: bool | None) -> dict[str, Any]:
+             use_server: bool | None, pool: Any = None) -> dict[str, Any]:
     from drill.judge.devices import check_choice
 
     if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
@@ -192,14 +195,14 @@ def _options(seed: int | None, strict: bool, in_model: bool, device: str | None,
     if not isinstance(timeout, (int, float)) or not timeout >= 0.1:
         raise UserError(f"timeout must be at least 0.1 s, got {timeout!r}")
     return {"seed": seed, "limits": Limits(timeout_s=float(timeout)), "strict": bool(strict),
-            "in_model": bool(in_model), "device": check_choice(device), "use_server": use_server}
+            "in_model": bool(in_model), "device": check_choice(device), "use_server": use_server, "pool": pool}
 
 
 def _grade(path: Path, name: str, opts: dict[str, Any]) -> Any:
     from drill.judge.client import Job, grade
 
-    options = {k: v for k, v in opts.items() if k != "use_server"}
-    return grade([Job(path, name, **options)], use_server=opts["use_server"])[0]
+    options = {k: v for k, v in opts.items() if k not in ("use_server", "pool")}
+    return grade([Job(path, name, **options)], use_server=opts["use_server"], pool=opts["pool"])[0]
 
 
 def _grade_text(name: str, text: str, label: str, opts: dict[str, Any], record: bool) -> CheckResult:
