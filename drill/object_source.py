@@ -153,7 +153,9 @@ def _import_header(body: str, objects: list[Any]) -> list[str]:
                 break
         if value is _MISSING:
             continue  # unbound where it was defined too: the grader reports the NameError, as for a file
-        line = _import_line(name, value)
+        own = {getattr(o, "__module__", None) for o in objects}  # a helper beside the object is not an import
+        line = None if getattr(value, "__module__", None) in own and not isinstance(value, types.ModuleType) \
+            else _import_line(name, value)
         if line is None:
             outside.append(name)
         else:
