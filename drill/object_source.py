@@ -121,12 +121,46 @@ def _own_source(obj: Any) -> str:
     """`inspect.getsource`, dedented; one line when Python kept none."""
     try:
         text = inspect.getsource(obj)
-    except TypeError:  # a class or function implemented in C
-        raise UserError(f"`{obj.__name__}` is built in: it has no Python source to grade") from None
+    except TypeError:  # a class or function implemented in C, or (Python < 3.13) a class of a notebook cell
+        text = _class_source_from_methods(obj) if inspect.isclass(obj) else None
+        if text is None:
+            raise UserError(f"`{obj.__name__}` is built in: it has no Python source to grade") from None
     except OSError:  # defined at an interactive prompt, by exec, or its file is gone
-        raise UserError(f"no source for `{obj.__name__}`: Python kept none where it was defined (an interactive "
+        text = _class_source_from_methods(obj) if inspect.isclass(obj) else None
+        if text is None:
+            raise UserError(f"no source for `{obj.__name__}`: Python kept none where it was defined (an interactive "
                         "prompt, exec, a deleted file); define it in a notebook cell or a file") from None
     return textwrap.dedent(text).rstrip() + "\n"
+
+
+def _class_source_from_methods(cls: type) -> str | None:
+    """A class's statement found through its methods' code, or None.
+
+    Why: before Python 3.13, `inspect.getsource` finds a class through its module's file, and a notebook
+    cell's module (`__main__`) has none, though the cell's text is in linecache under the file name its
+    functions' code carries (IPython puts it there). The class statement is the one named like the class
+    that encloses a method's first line.
+    """
+    import linecache
+
+    for value in vars(cls).values():
+        func = getattr(value, "__func__", getattr(value, "fget", value))
+        code = getattr(func, "__code__", None)
+        if code is None:
+            continue
+        lines = linecache.getlines(code.co_filename)
+        if not lines:
+            continue
+        try:
+            tree = ast.parse("".join(lines))
+        except SyntaxError:  # an IPython cell with magics: not plain Python
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and node.name == cls.__name__ \
+                    and node.lineno <= code.co_firstlineno <= (node.end_lineno or 0):
+                first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+                return "".join(lines[first - 1:node.end_lineno])
+    return None
 
 
 def _namespace(obj: Any) -> dict[str, Any]:

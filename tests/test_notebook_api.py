@@ -189,6 +189,7 @@ def test_a_class_is_graded_as_its_own_source_under_the_imports_it_uses(fork_serv
 def test_a_path_gives_the_clis_json_document_and_panel(fork_server, tmp_path: Path, home: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.setenv("COLUMNS", "100")  # the CLI's console, not a terminal here, takes its width from it
     path = tmp_path / "attention.py"
     path.write_text((SOLUTIONS / "attention" / "bug_missing_scale__matmul.py").read_text())
     r = drill.check("attention", path, seed=8, pool=fork_server)
@@ -197,7 +198,7 @@ def test_a_path_gives_the_clis_json_document_and_panel(fork_server, tmp_path: Pa
     assert r.to_json().startswith("{\n  \"version\"")  # the CLI's text too: indented, in its field order
     shown = Console(record=True, width=100, file=open(Path(tmp_path / "panel.txt"), "w"))
     shown.print(r)
-    panel = CliRunner().invoke(app, ["check", str(path), "--seed", "8"], terminal_width=100)
+    panel = CliRunner().invoke(app, ["check", str(path), "--seed", "8"])
     timeless = re.compile(r"\d+\.\d s")
     assert timeless.sub("", shown.export_text()) == timeless.sub("", panel.stdout)
     bundle = r._repr_mimebundle_(include=None, exclude=None)  # what Jupyter displays
