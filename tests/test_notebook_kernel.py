@@ -29,34 +29,32 @@ from drill.store import Store
 NOTEBOOK = Path(__file__).parent / "notebooks" / "check.ipynb"
 
 
-def _servers(folder: Path) -> list[int]:
-    """Grading-server processes started for `folder` (read from /proc's command lines)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if b"drill.judge.server" in argv and os.fsencode(str(folder)) in argv:
-                found.append(int(entry))
-    return found
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except OSError:
+        return False
 
 
-def _stop_servers(folder: Path) -> None:
+def _stop_server() -> None:
+    """Stop the kernel's server (the same place: same interpreter, drill and environment) and wait for it."""
     from drill.judge import client
 
+    place = server_dir.place()
     try:
-        client.ask(server_dir.place(), "stop")
+        status = client.ask(place, "status")
+        client.ask(place, "stop")
     except client.ServerUnavailable:
-        pass
-    deadline = time.monotonic() + 15
-    while _servers(folder) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    for pid in _servers(folder):
-        os.kill(pid, signal.SIGKILL)
-    if folder.name.startswith(f"drill-{os.geteuid()}-"):  # the short /tmp folder of a deep test path
-        shutil.rmtree(folder, ignore_errors=True)
+        status = None
+    pid = (status or {}).get("pid")
+    if isinstance(pid, int):
+        deadline = time.monotonic() + 15
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+    if place.folder.name.startswith(f"drill-{os.geteuid()}-"):  # the short /tmp folder of a deep test path
+        shutil.rmtree(place.folder, ignore_errors=True)
 
 
 def _text(cell) -> str:
@@ -87,13 +85,13 @@ def test_a_notebook_grades_a_correct_and_a_buggy_cell_under_a_real_kernel(
                        "NO_COLOR": "1", "COLUMNS": "100"}.items():
         monkeypatch.setenv(key, str(value))
     monkeypatch.delenv(server_dir.ENV_OFF, raising=False)  # the kernel's checks go through a server of its own
-    folder = server_dir.place().folder
+    monkeypatch.setenv(server_dir.ENV_IDLE, "2")  # should the stop below miss it, it leaves by itself
     nb = nbformat.read(NOTEBOOK, as_version=4)
     try:
         NotebookClient(nb, kernel_name="drill-venv", timeout=600, startup_timeout=120,
                        resources={"metadata": {"path": str(tmp_path)}}).execute()
     finally:
-        _stop_servers(folder)
+        _stop_server()
     shown = {c.id: _text(c) for c in nb.cells if c.cell_type == "code"}
 
     assert "torch after import drill: False" in shown["cell-1"]
