@@ -66,7 +66,8 @@ def drill_cell(line: str, cell: str) -> Any:
     from drill.api import check_source
 
     args = _cell_parser().parse_args(_split(line))
-    result = check_source(args.exercise, cell, label="<cell>", seed=args.seed, strict=args.strict,
+    # An empty first line stands for the magic's: line N of a message is line N of the cell as shown.
+    result = check_source(args.exercise, "\n" + cell, label="<cell>", seed=args.seed, strict=args.strict,
                           in_model=args.in_model, device=args.device, timeout=args.timeout,
                           record=not args.no_record, use_server=False if args.no_server else None)
     result.verbose = args.verbose

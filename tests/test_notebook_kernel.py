@@ -4,9 +4,7 @@ The kernel is the learner's situation, not a call of the magic's function: `%loa
 and a buggy `%%drill rmsnorm` cell, `drill.check` on a class defined in an earlier cell, a builtin
 refused in one line (no traceback), `%drill_hint`, `%drill_start`'s new cell. The kernel grades through
 a warm grading server of its own (a private XDG_RUNTIME_DIR; stopped afterwards), as a learner's does,
-so a cell can say that torch had not entered the kernel. Its DRILL_HOME is the test's own. Not marked
-slow: 12 s on 2 cores (one server start, three checks), and it is the one test of the notebook as a learner
-meets it.
+so a cell can say that torch had not entered the kernel. Its DRILL_HOME is the test's own.
 """
 
 from __future__ import annotations
@@ -70,6 +68,7 @@ def _text(cell) -> str:
     return "".join(parts)
 
 
+@pytest.mark.slow  # 12-29 s on 2 cores (one server start, three checks): CI runs it
 def test_a_notebook_grades_a_correct_and_a_buggy_cell_under_a_real_kernel(
         tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     spec = tmp_path / "jupyter" / "kernels" / "drill-venv"
@@ -107,6 +106,8 @@ def test_a_notebook_grades_a_correct_and_a_buggy_cell_under_a_real_kernel(
     assert refused == "UserError: error: `len` is a built-in (C) function: it has no Python source to grade"
     assert "Hint 1/3" in shown["cell-10"] and "Hint 2/3" not in shown["cell-10"]
     assert "next cell: %%drill rmsnorm" in shown["cell-11"]
+    # The cell's own line numbers (the %%drill line is line 1), and --no-record leaves no attempt.
+    assert "policy_violation" in shown["cell-12"] and "<cell>:3:" in shown["cell-12"]
     attempts = Store(home / "progress.db").attempts()
     assert [(a.status, a.diagnosis, a.seed, a.file) for a in attempts] == [
         ("pass", None, 3, "<cell>"), ("fail", "rms_missing_weight", 3, "<cell>"), ("pass", None, 3, "<RMSNorm>")]
