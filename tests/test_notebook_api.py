@@ -241,3 +241,35 @@ def test_hints_count_as_drill_hint_counts(home: Path) -> None:
     assert (len(first), len(second), total, name) == (1, 2, 3, "rmsnorm")
     res = CliRunner().invoke(app, ["hint", "rmsnorm"])  # the CLI continues where the notebook stopped
     assert "Hint 3/3" in res.stdout
+
+
+MAGIC_LINES = [  # (magic function, line, what the one line says) — nothing graded
+    ("drill_cell", "", "the following arguments are required: exercise"),
+    ("drill_cell", "rmsnorm --bogus", "unrecognized arguments: --bogus"),
+    ("drill_cell", "rmsnorm --seed x", "invalid int value"),
+    ("drill_cell", "'rmsnorm", "cannot read the magic's line"),
+    ("drill_cell", "nope", "nope"),
+    ("start_cell", "", "usage: %drill_start EXERCISE"),
+    ("start_cell", "nope", "nope"),
+    ("drill_hint", "rmsnorm x", "usage: %drill_hint EXERCISE [N]"),
+    ("drill_hint", "rmsnorm 9", "hint number must be 1..3"),
+]
+
+
+@pytest.mark.parametrize("magic, line, says", MAGIC_LINES)
+def test_a_bad_magic_line_is_one_line(home: Path, magic: str, line: str, says: str) -> None:
+    from drill import notebook
+
+    args = (line, "import torch\n") if magic == "drill_cell" else (line,)
+    with pytest.raises(UserError) as caught:
+        getattr(notebook, magic)(*args)
+    assert says in str(caught.value) and "\n" not in str(caught.value)
+    assert not home.exists()
+
+
+def test_the_starter_cell_grades_itself_as_the_exercise() -> None:
+    from drill.notebook import start_cell
+
+    text = start_cell("RMSNorm")
+    first, rest = text.split("\n", 1)
+    assert first == "%%drill rmsnorm" and "class RMSNorm" in rest and "NotImplementedError" in rest
