@@ -14,3 +14,8 @@ class UserError(Exception):
 
     def __str__(self) -> str:
         return f"{self.where}: {self.message}" if self.where else self.message
+
+    def _render_traceback_(self) -> list[str]:
+        """IPython and Jupyter show these lines instead of a traceback: a UserError in a notebook
+        (`drill.check`, `%%drill`) reads as the CLI's one line, not as a crash of drill."""
+        return [f"error: {self}"]

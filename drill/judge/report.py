@@ -33,6 +33,11 @@ def render(result: Any, console: Console, *, verbose: bool = False) -> None:
     Without --verbose at most COMPACT_FAILURES failing tests are listed, one
     line each; --verbose lists every test with its full message and inputs.
     """
+    console.print(panel(result, verbose=verbose))
+
+
+def panel(result: Any, *, verbose: bool = False) -> Panel:
+    """The panel `render` prints, as a renderable: a notebook shows the same one (drill/api.py)."""
     parts: list[Any] = []
     head = Text()
     head.append(VERDICT.get(result.status, result.status.upper()), style=STYLE.get(result.status, "bold"))
@@ -66,13 +71,11 @@ def render(result: Any, console: Console, *, verbose: bool = False) -> None:
         parts.append(Text("defences: " + "; ".join(f"{k} {v}" for k, v in layers.items() if v), style="dim"))
 
     parts.append(_foot(result, verbose))
-    console.print(
-        Panel(
-            Group(*parts),
-            title=f"[bold]{escape(result.exercise)}[/] — {escape(result.file)}",
-            title_align="left",
-            border_style=STYLE.get(result.status, "white").replace("bold ", ""),
-        )
+    return Panel(
+        Group(*parts),
+        title=f"[bold]{escape(result.exercise)}[/] — {escape(result.file)}",
+        title_align="left",
+        border_style=STYLE.get(result.status, "white").replace("bold ", ""),
     )
 
 
