@@ -151,7 +151,8 @@ def grade_parts(parts: list[PartUse], seed: int | None, check: bool, pool: Any =
         if r.status == "pass":
             shown[p.name].mine, shown[p.name].why = True, f"passed its check ({r.passed}/{r.total})"
         else:
-            shown[p.name].why = f"failed its check ({r.diagnosis.title if r.diagnosis else r.status}): the reference's was used"
+            failed = r.diagnosis.title if r.diagnosis else r.status
+            shown[p.name].why = f"failed its check ({failed}): the reference's was used"
 
 
 def no_parts_message(parts: list[PartUse]) -> str:
