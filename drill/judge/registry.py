@@ -22,7 +22,7 @@ from typing import Any
 from drill.errors import UserError
 
 TRACKS = ("attention", "positions", "norms", "mlp", "inference", "training", "backprop", "post_training",
-          "kernels", "block")
+          "kernels", "block", "debug")
 DIFFICULTIES = ("easy", "medium", "hard")
 DEVICES = ("any", "cuda")
 
@@ -201,6 +201,9 @@ INDEX: tuple[Exercise, ...] = (
     Exercise("paged_kv", ("PagedKVCache", "paged_attention"),
              "a paged KV cache: block pools, per-sequence block tables, a free list, and attention read through them",
              "inference", "hard", ("kv_cache", "serving_structures"), "good_stack_vectorised.py", wave=3),
+    Exercise("debug_gpt", ("GPTConfig", "GPT", "train_step", "generate"),
+             "fix a mini GPT with planted bugs (the debug round), then add a KV cache to its generate",
+             "debug", "medium", ("spot_bug", "kv_cache"), "good_fixed.py", wave=3),
 )
 
 _BY_NAME: dict[str, Exercise] = {e.name: e for e in INDEX}
