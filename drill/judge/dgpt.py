@@ -32,6 +32,40 @@ PAD = -1.0
 MAX_CALLS = 24  # train_step probe: calls recorded (zero_grad 1, forward 2, backward 3, step 4), -1 padded
 
 
+def _plain_optimizer_methods() -> None:
+    """Optimizer's methods without their torch._disable_dynamo wrappers (as drill/judge/optim.py does, and
+    for its reason: their first call imports torch._dynamo, seconds per run, which also replaces
+    torch.manual_seed and so trips the child's integrity check). Nothing here is compiled."""
+    for name, value in list(vars(torch.optim.Optimizer).items()):
+        inner = getattr(value, "__wrapped__", None)
+        code = getattr(value, "__code__", None)
+        if inner is not None and code is not None and code.co_filename.endswith("_compile.py"):
+            setattr(torch.optim.Optimizer, name, inner)
+    # AdamW.step calls torch.optim.adam.adam through `_disable_dynamo_if_unsupported`'s wrapper, whose
+    # torch.compiler.is_compiling() imports torch._dynamo too: the plain function, where the wrapper has one.
+    import torch.optim.adam as adam_module
+    import torch.optim.adamw as adamw_module
+
+    for module in (adam_module, adamw_module):
+        inner = getattr(getattr(module, "adam", None), "__wrapped__", None)
+        if inner is not None:
+            module.adam = inner
+
+
+_plain_optimizer_methods()
+# AdamW.step is wrapped by `_use_grad_for_differentiable`, which imports torch._dynamo on every call (for a
+# graph break): the grader's AdamW runs the plain step under no_grad, what the wrapper does when not compiling.
+_ADAMW_STEP = getattr(torch.optim.AdamW.step, "__wrapped__", torch.optim.AdamW.step)
+
+
+class AdamW(torch.optim.AdamW):
+    """torch.optim.AdamW, the same arithmetic, without the torch._dynamo import."""
+
+    def step(self, closure: Any = None) -> Any:
+        with torch.no_grad():
+            return _ADAMW_STEP(self, closure)
+
+
 class ContractError(Exception):
     """Replaced by the child's own ContractError when it loads this file (see chain.py)."""
 
@@ -305,7 +339,7 @@ def w_loss_grads(ns: Any, extra: dict, t: dict) -> torch.Tensor:
 def w_two_steps(ns: Any, extra: dict, t: dict) -> torch.Tensor:
     model = _gpt(ns, extra, t, dropout=0.0)
     model.train()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    opt = AdamW(model.parameters(), lr=1e-3)
     losses = [float(ns.train_step(model, t[f"batch{i}"], opt)) for i in range(2)]
     params = _params(model, extra["params"])
     return torch.cat([torch.tensor(losses, dtype=torch.float64), *(p.detach().reshape(-1).double() for p in params)])
