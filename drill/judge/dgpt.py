@@ -90,12 +90,12 @@ def load(module: nn.Module, t: dict, prefix: str, owner: str) -> None:
     if missing:
         extra = [k for k in have if k not in want]
         instead = f"; yours has {', '.join(f'`{e}`' for e in extra[:3])} instead" if extra else ""
-        raise ContractError("wrong_shape", f"{owner} has no parameter `{prefix}{missing[0]}` (the starter's name"
+        raise ContractError("wrong_shape", f"{owner} has no parameter `{missing[0]}` (the starter's name"
                                            f"{instead}): keep the starter's parameter names, the grader loads "
                                            f"its weights by them")
     for k, v in want.items():
         if tuple(have[k].shape) != tuple(v.shape):
-            raise ContractError("wrong_shape", f"{owner}'s parameter `{prefix}{k}` has shape "
+            raise ContractError("wrong_shape", f"{owner}'s parameter `{k}` has shape "
                                                f"{tuple(have[k].shape)}, the starter's is {tuple(v.shape)}")
     module.load_state_dict(want, strict=False)
 

@@ -203,7 +203,7 @@ INDEX: tuple[Exercise, ...] = (
              "inference", "hard", ("kv_cache", "serving_structures"), "good_stack_vectorised.py", wave=3),
     Exercise("debug_gpt", ("GPTConfig", "GPT", "train_step", "generate"),
              "fix a mini GPT with planted bugs (the debug round), then add a KV cache to its generate",
-             "debug", "medium", ("spot_bug", "kv_cache"), "good_fixed.py", wave=3),
+             "debug", "medium", ("spot_bug", "kv_cache"), "good_cached.py", wave=3),
 )
 
 _BY_NAME: dict[str, Exercise] = {e.name: e for e in INDEX}
