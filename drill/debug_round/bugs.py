@@ -73,7 +73,7 @@ LIBRARY: tuple[PlantedBug, ...] = (
     PlantedBug(
         "dgpt_head_split_no_transpose", "CausalSelfAttention.split_heads",
         "return x.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)",
-        "return x.view(B, self.n_head, T, C // self.n_head)",
+        "return x.reshape(B, self.n_head, T, C // self.n_head)",
         "heads split by a reshape alone, without the transpose",
         "the view reinterprets memory: each 'head' gets features of other positions mixed in",
         ("Follow one position's features through split_heads: where do they end up?",

@@ -16,7 +16,7 @@ from typing import Any
 
 from drill.debug_round import bugs as library
 from drill.debug_round.header import parse
-from drill.debug_round.plant import Planted, plant, plan_of
+from drill.debug_round.plant import Planted, plan_of, plant
 from drill.errors import UserError
 
 NAME = "debug_gpt"

@@ -23,7 +23,6 @@ from typing import Any
 
 import torch
 import torch.nn as nn
-from torch.nn import functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
 KIND = "dgpt"

@@ -24,9 +24,9 @@ import torch
 
 from drill.debug_round import bugs as library
 from drill.debug_round.header import parse
-from drill.debug_round.plant import plant, plan_of
+from drill.debug_round.plant import plan_of, plant
 from drill.judge import dgpt
-from drill.judge.compare import Comparison, compare
+from drill.judge.compare import Comparison
 from drill.judge.spec import FORBIDDEN_ATTENTION, FORBIDDEN_ATTENTION_CLASSES, Case, Diagnosis, Spec, Tolerance
 from drill.judge.specs._common import diagnoses
 
@@ -92,9 +92,13 @@ def _reference_weights(ref: Any, cfg: dict, gen: torch.Generator) -> dict:
 
 def cases_for(source: str, seed: int, where: str = "") -> list[Case]:
     """The seed's cases for the file whose line 1 is `source`'s (UserError when it is missing or edited)."""
+    return cases_for_plan(plan_of(*parse(source, where)), seed)
+
+
+def cases_for_plan(plan: Any, seed: int) -> list[Case]:
+    """The seed's cases for a file planted as `plan` says (drill.debug_round.plant.Plan)."""
     from drill.reference.debug_gpt import namespace
 
-    plan = plan_of(*parse(source, where))
     written = plant(plan)
     ref = namespace(plan.fused, plan.swiglu)
     rng = random.Random(seed)
