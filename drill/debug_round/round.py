@@ -81,6 +81,10 @@ def explain(result: Any) -> list[str]:
 def hints(path: str | Path) -> list[str]:
     """Every planted bug's hints, bug by bug in file order, vague to specific; only a bug's last hint gives
     its lines."""
+    if not Path(path).exists():  # no planted file here: the generic hints (exercises/debug_gpt.hints.yaml)
+        from drill.judge.exercise_files import load_hints
+
+        return load_hints(NAME)
     planted = read_planted(path)
     out = []
     for i, bug_id in enumerate(planted.plan.ids, 1):
