@@ -227,7 +227,7 @@ def _drawn_cases(spec: Any, seed: int, dev: str, source: str = "", where: str = 
     from drill.judge.specs._common import one_thread, reference_device
 
     with one_thread(), reference_device(dev):
-        if getattr(spec, "source_cases", None) is not None:
+        if getattr(spec, "source_cases", None) is not None and source:  # no file (tests): make_cases
             return spec.source_cases(source, seed, where)
         return spec.make_cases(seed)
 
