@@ -151,10 +151,11 @@ def cases_for_plan(plan: Any, seed: int) -> list[Case]:
     for name, args in whole.items():
         cases.append(Case(WHOLE_NAMES[name], "GPT", kind=dgpt.KIND, args=args, extra={**base, "probe": name},
                           ctx={"role": "whole", "check": name}))
-    prompt = 3
+    # part 2: many rows, so that a cache slip (a wrong position) shows in the greedy tokens of some row
+    prompt, rows = 2, 8
     cache = Case("part 2: generate(..., use_cache=True)", "GPT", kind=dgpt.KIND,
-                 args={**weights, "idx": ids(B, prompt)}, extra={**base, "probe": "cache", "new": L - prompt},
-                 ctx={"role": "cache", "batch": B, "prompt": prompt, "new": L - prompt})
+                 args={**weights, "idx": ids(rows, prompt)}, extra={**base, "probe": "cache", "new": L - prompt},
+                 ctx={"role": "cache", "batch": rows, "prompt": prompt, "new": L - prompt})
     cache.judge = lambda got, case=cache: judge_cache(case, got)
     cases.append(cache)
     for c in cases:
