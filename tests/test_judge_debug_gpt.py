@@ -45,6 +45,8 @@ def test_every_bug_alone_counts_one_at_its_lines(tmp_path: Path, fork_server) ->
         a, b = written.lines[bug.id]
         assert r.diagnosis_detail.startswith("1 of 1 planted bugs remain, planted at line")
         assert (f"line {a}" if a == b else f"lines {a}-{b}") in r.diagnosis_detail
+        cache = next(t for t in r.tests if t.name.startswith("part 2"))
+        assert cache.status == "not_run" and cache.message == "graded once part 1 passes"
 
 
 @pytest.mark.parametrize(("seed", "k"), [(7, 4), (0, 8), (1, 8), (2, 8), (3, 2)])

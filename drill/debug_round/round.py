@@ -61,7 +61,7 @@ def remaining(result: Any, planted: Planted | None = None) -> list[tuple[library
     if whole_ok and result.tests:
         return []
     failing = {t.name[len(PROBE_PREFIX):] for t in result.tests
-               if t.name.startswith(PROBE_PREFIX) and t.status != "pass"}
+               if t.name.startswith(PROBE_PREFIX) and t.status in ("fail", "error")}
     return [(library.BY_ID[b], planted.lines[b]) for b in planted.plan.ids if library.BY_ID[b].function in failing]
 
 
@@ -72,6 +72,8 @@ def _span(lines: tuple[int, int]) -> str:
 
 def explain(result: Any) -> list[str]:
     """--explain: each remaining planted bug's lines, name and what it breaks."""
+    if any(t.name.startswith(PROBE_PREFIX) and t.status == "not_run" for t in result.tests):
+        return ["the probes did not all run (see the verdict above): nothing to explain yet"]
     left = remaining(result)
     if not left:
         return ["no planted bug remains"]

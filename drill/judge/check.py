@@ -642,6 +642,10 @@ def _verdict(result: Result, spec: Any, evals: list, run_failure: tuple[str, str
         return
     if getattr(spec, "verdict", None) is not None:  # the spec words its own report (debug_gpt)
         result.diagnosis, result.diagnosis_detail = spec.verdict(evals)
+        result.tests = [_test_result(ev) for ev in evals]  # the verdict may set a test aside (not_run + why)
+        for t, ev in zip(result.tests, evals, strict=True):
+            if ev.status == "not_run" and ev.record.get("message"):
+                t.message = str(ev.record["message"])
         return
     verdict = diagnose_cases(spec, unit, _tolerance_of(spec))
     result.diagnosis, result.diagnosis_detail = verdict.diagnosis, verdict.detail + in_model_note(evals)

@@ -34,7 +34,7 @@ TOL = Tolerance(atol=2e-5, rtol=1e-4)
 TOLERANCES = {"float32": TOL, "grad": Tolerance(atol=1e-4, rtol=1e-3)}
 WHOLE_NAMES = {"logits": "eval-mode logits (dropout 0.1)", "loss_grads": "train-mode loss and gradients",
                "two_steps": "parameters after two train_step calls (AdamW)", "greedy": "greedy generate tokens"}
-PROBE_PREFIX = "probe: "
+PROBE_PREFIX = "probe: "  # drill/debug_round/round.py reads the probe tests by it
 
 DG = diagnoses(
     Diagnosis("dgpt_bugs_remain", "Planted bugs remain",
@@ -63,8 +63,6 @@ DG = diagnoses(
               "The new token at position t needs wpe[t] and a query row that sees keys 0 .. t: "
               + library.CACHE_MISTAKES["dgpt_cache_position"][1] + " is the usual slip."),
 )
-# Each planted bug as a Diagnosis too (--explain and the mock name them from here).
-BUG_DIAGNOSES = {b.id: Diagnosis(b.id, b.title, b.breaks, b.hints[-1]) for b in library.LIBRARY}
 
 
 def _config(rng: random.Random) -> dict:
@@ -241,6 +239,9 @@ def verdict(evals: list) -> tuple[Diagnosis, str]:
         if cache.forward is not None and cache.forward.diagnosis is not None:
             return cache.forward.diagnosis, "part 1 passed; part 2: " + cache.forward.message
         return DG["dgpt_cache_position"], "part 1 passed; part 2: " + _message(cache)
+    for ev in evals:  # part 2 is graded once part 1 passes
+        if ev.case.ctx["role"] == "cache":
+            ev.status, ev.record, ev.forward = "not_run", {"message": "graded once part 1 passes"}, None
     probes = {ev.case.ctx["function"]: ev for ev in evals if ev.case.ctx["role"] == "probe"}
     planted_fns = {library.BY_ID[b].function for b in plan.ids}
     remaining = [b for b in plan.ids if not probes[library.BY_ID[b].function].passed]
@@ -259,13 +260,6 @@ def verdict(evals: list) -> tuple[Diagnosis, str]:
     if notes:
         detail += "; also " + notes[0]
     return DG["dgpt_bugs_remain"], detail
-
-
-def remaining_bugs(result: Any, plan: Any) -> list[str]:
-    """The planted bug ids a graded Result still shows (its failing probe tests); the mock and --explain."""
-    failing = {t.name[len(PROBE_PREFIX):] for t in result.tests if t.name.startswith(PROBE_PREFIX)
-               and t.status != "pass"}
-    return [b for b in plan.ids if library.BY_ID[b].function in failing]
 
 
 def make_cases(seed: int) -> list[Case]:
