@@ -111,6 +111,23 @@ def _raises_not_implemented(node: ast.AST) -> bool:
     return False
 
 
+def _generated_starter_errors(e: Exercise, path: Path, defined: dict, where: str) -> list[str]:
+    from drill.debug_round.header import parse
+    from drill.debug_round.plant import write_starter
+    from drill.errors import UserError
+
+    errors = [f"{where}: graded name {name} is not defined at module level" for name in e.graded
+              if name not in defined]
+    text = path.read_text(encoding="utf-8")
+    try:
+        seed, bugs = parse(text)
+    except UserError as exc:
+        return [*errors, f"{where}:1: {exc}"]
+    if text != write_starter(seed, bugs).text:
+        errors.append(f"{where}: is not what `drill start {e.name} --seed {seed} --bugs {bugs}` writes")
+    return errors
+
+
 def _starter_errors(e: Exercise, path: Path) -> list[str]:
     where = f"exercises/{e.name}.py"
     if not path.is_file():
@@ -120,6 +137,8 @@ def _starter_errors(e: Exercise, path: Path) -> list[str]:
     except SyntaxError as exc:
         return [f"{where}:{exc.lineno}: starter does not parse ({exc.msg})"]
     defined = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    if e.generated:  # written by `drill start` (debug_gpt): the shipped file is its output for line 1's seed
+        return _generated_starter_errors(e, path, defined, where)
     errors = []
     for name in e.graded:
         node = defined.get(name)

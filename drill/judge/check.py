@@ -179,7 +179,7 @@ def check_file(
         spec = registry.load_spec(name)
         from drill.judge.specs._common import one_thread
 
-        cases = _drawn_cases(spec, seed, dev)
+        cases = _drawn_cases(spec, seed, dev, source, str(path))
         with one_thread():  # the parent's tensors are tiny: a busy OpenMP pool only adds waits (see one_thread)
             unit = list(cases)
             if in_model:
@@ -221,11 +221,14 @@ def _refused(result: Result, kind: str, detail: str, policy: bool) -> None:
                      "kernels": "not run", "sandbox": "not run", "parent": ""}
 
 
-def _drawn_cases(spec: Any, seed: int, dev: str) -> list[Any]:
-    """The seed's hidden tests, inputs only (their expectations come from `_expect_all`)."""
+def _drawn_cases(spec: Any, seed: int, dev: str, source: str = "", where: str = "") -> list[Any]:
+    """The seed's hidden tests, inputs only (their expectations come from `_expect_all`); from the source
+    too where the spec says so (`Spec.source_cases`)."""
     from drill.judge.specs._common import one_thread, reference_device
 
     with one_thread(), reference_device(dev):
+        if getattr(spec, "source_cases", None) is not None and source:  # no file (tests): make_cases
+            return spec.source_cases(source, seed, where)
         return spec.make_cases(seed)
 
 
@@ -636,6 +639,13 @@ def _verdict(result: Result, spec: Any, evals: list, run_failure: tuple[str, str
         result.diagnosis = IN_MODEL_ONLY
         result.diagnosis_detail = (f"the unit tests pass, but inside the reference decoder: {message}"
                                    f" in test '{ev.case.name}'")
+        return
+    if getattr(spec, "verdict", None) is not None:  # the spec words its own report (debug_gpt)
+        result.diagnosis, result.diagnosis_detail = spec.verdict(evals)
+        result.tests = [_test_result(ev) for ev in evals]  # the verdict may set a test aside (not_run + why)
+        for t, ev in zip(result.tests, evals, strict=True):
+            if ev.status == "not_run" and ev.record.get("message"):
+                t.message = str(ev.record["message"])
         return
     verdict = diagnose_cases(spec, unit, _tolerance_of(spec))
     result.diagnosis, result.diagnosis_detail = verdict.diagnosis, verdict.detail + in_model_note(evals)

@@ -286,7 +286,7 @@ class BlockDrill(importlib.abc.MetaPathFinder):
 # only torch at module level and are loaded by path from the driver folder.
 EXTENSIONS = {"chain": "chain", "audit": "audit", "tiling": "tiling", "grads": "grads", "optim": "optim",
               "exact": "exact", "adapter": "adapter", "rolling": "rolling", "beam": "beam", "paged": "paged",
-              "train": "train_run"}
+              "train": "train_run", "dgpt": "dgpt"}
 # The device the learner's code runs on ("cpu" or "cuda", set by `serve` from the job before the file is
 # imported): inputs are moved there, modules are moved there after construction, outputs must come from it.
 DEVICE = "cpu"
@@ -1538,7 +1538,7 @@ def zygote() -> None:
     warm_up()
     # loaded once here, inherited by every fork
     for name in ("sandbox_child", "chain", "audit", "tiling", "gpu", "tensor_file", "grads", "optim", "exact",
-                 "adapter", "rolling", "integrity", "beam"):
+                 "adapter", "rolling", "integrity", "beam", "dgpt"):
         _sibling(name)
     out = sys.stdout
     for line in sys.stdin:

@@ -52,6 +52,19 @@ inputs and which defences were active. --json prints one JSON document (an
 object for one file, a list for several) with every test: """
 
 
+def _explain(results: list, out: Console) -> None:
+    """--explain: the remaining planted bugs of each debug_gpt result, by name (drill/debug_round/round.py)."""
+    from drill.debug_round.round import explain
+
+    for r in results:
+        if r.exercise == "debug_gpt" and r.status != "error":
+            with user_errors():
+                lines = explain(r)
+            out.print(f"[bold]{escape(r.file)}[/]: planted bugs remaining")
+            for line in lines:
+                out.print(f"  {escape(line)}")
+
+
 def _check_help() -> str:
     from drill.judge.schema import outline
 
@@ -93,6 +106,8 @@ def check(
     no_audit: Annotated[bool, typer.Option(
         "--no-audit", help="Skip the advisory memory/work audits (gqa, kv_cache, moe).")] = False,
     watch_mode: Annotated[bool, typer.Option("--watch", help="Re-grade on every save until Ctrl-C.")] = False,
+    explain: Annotated[bool, typer.Option(
+        "--explain", help="debug_gpt: name each planted bug that remains and what it breaks.")] = False,
     jobs: Annotated[int | None, typer.Option(
         "--jobs", "-j", help="Files graded at once (default: min(4, CPU cores)).", min=1)] = None,
     no_server: Annotated[bool, typer.Option(
@@ -154,6 +169,8 @@ def check(
         typer.echo(to_json(results))
     elif fmt == "line":
         _print_lines(results)
+    elif explain:
+        _explain(results, out)
     written = junit is None or _write_junit(junit, results, time.monotonic() - t0)
     # After the verdicts are out (panels, lines or JSON), so a broken store never hides one.
     if not _record(results) or not written:
@@ -167,9 +184,23 @@ def start(
     name: Annotated[str, typer.Argument(help="Exercise name (see `drill exercises`).")],
     directory: Annotated[Path, typer.Argument(help="Folder to copy the starter file into.")] = Path("."),
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
+    bugs: Annotated[int | None, typer.Option(
+        "--bugs", help="debug_gpt only: how many bugs to plant, 1 .. 8 (default 4).")] = None,
+    seed: Annotated[int | None, typer.Option(
+        "--seed", help="debug_gpt only: which bugs and variant (drawn at random and printed when absent).")] = None,
 ) -> None:
-    """Copy an exercise's starter file into a folder."""
+    """Copy an exercise's starter file into a folder (debug_gpt: write one with planted bugs)."""
     with user_errors():
+        if canonical_exercise(name) == "debug_gpt":
+            from drill.debug_round.bugs import DEFAULT_BUGS
+            from drill.debug_round.round import write_starter
+
+            path, written = write_starter(directory, seed, DEFAULT_BUGS if bugs is None else bugs, force=force)
+            typer.echo(f"wrote {path} (seed {written.plan.seed}, {written.plan.bugs} planted bugs)  —  when "
+                       f"ready: drill check {path}")
+            return
+        if bugs is not None or seed is not None:
+            raise UserError("--bugs and --seed apply to debug_gpt only")
         path = start_exercise(name, directory, force=force)
     typer.echo(f"wrote {path}  —  when ready: drill check {path}")
 
@@ -238,11 +269,19 @@ def hint(
     name: Annotated[str, typer.Argument(help="Exercise name.")],
     n: Annotated[int | None, typer.Argument(
         help="Show hints 1..N (default: one more than you have seen).")] = None,
+    file: Annotated[Path, typer.Option(
+        "--file", help="debug_gpt only: the planted file whose bugs to hint at.")] = Path("debug_gpt.py"),
 ) -> None:
-    """Show an exercise's hints, one more each time you ask (they get more revealing)."""
+    """Show an exercise's hints, one more each time you ask (they get more revealing; debug_gpt: its planted
+    bugs' hints, bug by bug in the order of the file)."""
     with user_errors():
         name = canonical_exercise(name)  # `Attention`, `kv-cache`: stored under the canonical name
-        hints = load_hints(name)
+        if name == "debug_gpt":
+            from drill.debug_round.round import hints as planted_hints
+
+            hints = planted_hints(file)
+        else:
+            hints = load_hints(name)
         if n is not None and not 1 <= n <= len(hints):
             raise UserError(f"hint number must be 1..{len(hints)} for {name}, got {n}")
     from drill.store import open_store

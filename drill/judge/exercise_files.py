@@ -24,8 +24,9 @@ def canonical_exercise(name: str, *, graded: bool = False) -> str:
     return canon if canon in (graded_names() if graded else exercise_names()) else name
 
 
-def start_exercise(name: str, directory: Path, *, force: bool = False) -> Path:
-    """Copy the starter file of `name` into `directory`; never overwrite without force."""
+def start_exercise(name: str, directory: Path, *, force: bool = False, text: bytes | None = None) -> Path:
+    """Copy the starter file of `name` into `directory`; never overwrite without force. `text`: a generated
+    starter to write instead of the copy (debug_gpt's planted file, drill/debug_round/round.py)."""
     from drill.judge.registry import check_known
     from drill.paths import exercises_dir
     from drill.safe_files import write_atomic
@@ -39,7 +40,7 @@ def start_exercise(name: str, directory: Path, *, force: bool = False) -> Path:
     if os.path.lexists(dest) and not force:  # a dangling symlink too: never written through
         raise UserError("already exists; pass --force to overwrite it", str(dest))
     try:
-        text = src.read_bytes()
+        text = src.read_bytes() if text is None else text
     except OSError as exc:
         raise UserError(f"cannot read the starter file: {exc.strerror}", str(src)) from exc
     write_atomic(dest, text)

@@ -22,7 +22,7 @@ from typing import Any
 from drill.errors import UserError
 
 TRACKS = ("attention", "positions", "norms", "mlp", "inference", "training", "backprop", "post_training",
-          "kernels", "block")
+          "kernels", "block", "debug")
 DIFFICULTIES = ("easy", "medium", "hard")
 DEVICES = ("any", "cuda")
 
@@ -48,6 +48,8 @@ class Exercise:
     imports: packages this exercise's files may import beyond the policy's
     usual list (layer 1, `policy.EXTRA_IMPORTS`): "triton" for a Triton
     kernel exercise, whose child may then also run Triton's compiler tools.
+    generated: the starter is written by `drill start` (debug_gpt: a runnable file with planted bugs, drawn
+    from --seed and --bugs); exercises/<name>.py is the file of one documented seed, not stubs.
     """
 
     name: str
@@ -63,6 +65,7 @@ class Exercise:
     device: str = "any"
     wave: int = 1
     imports: tuple[str, ...] = ()
+    generated: bool = False
 
     @property
     def spec_module(self) -> str:
@@ -201,6 +204,10 @@ INDEX: tuple[Exercise, ...] = (
     Exercise("paged_kv", ("PagedKVCache", "paged_attention"),
              "a paged KV cache: block pools, per-sequence block tables, a free list, and attention read through them",
              "inference", "hard", ("kv_cache", "serving_structures"), "good_stack_vectorised.py", bench=True, wave=3),
+    Exercise("debug_gpt", ("GPTConfig", "GPT", "train_step", "generate"),
+             "fix a mini GPT with planted bugs (the debug round), then add a KV cache to its generate",
+             "debug", "medium", ("spot_bug", "kv_cache"), "good_cached.py", wave=3,
+             generated=True),
 )
 
 _BY_NAME: dict[str, Exercise] = {e.name: e for e in INDEX}

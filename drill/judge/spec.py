@@ -197,6 +197,12 @@ class Spec:
     # which differ between calls, and a second-call comparison would name that "nondeterministic" instead
     # of the block-size mistake its variants name.
     no_determinism_probes: str = ""
+    # Cases drawn from the learner's source as well as the seed (debug_gpt: line 1 says what was planted):
+    # source_cases(source, seed, where) replaces make_cases(seed) in a check; may raise UserError.
+    source_cases: Callable[[str, int, str], list[Case]] | None = None
+    # The diagnosis of a failing run whose cases all ran (debug_gpt: how many planted bugs remain):
+    # verdict(evals) -> (Diagnosis, detail), instead of the bug-variant matching.
+    verdict: Callable[[list[Any]], tuple[Diagnosis, str]] | None = None
 
 
 # The forbidden-op sets of exercises/README.md (the exercise contract), shared by the specs that use them.
