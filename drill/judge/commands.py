@@ -272,8 +272,10 @@ def hint(
     file: Annotated[Path, typer.Option(
         "--file", help="debug_gpt only: the planted file whose bugs to hint at.")] = Path("debug_gpt.py"),
 ) -> None:
-    """Show an exercise's hints, one more each time you ask (they get more revealing; debug_gpt: its planted
-    bugs' hints, bug by bug in the order of the file)."""
+    """Show an exercise's hints, one more each time you ask (debug_gpt: bug by bug, in the file's order).
+
+    They get more revealing as you go; for debug_gpt they are the planted bugs' own hints, and a bug's
+    line range comes only in its last one."""
     with user_errors():
         name = canonical_exercise(name)  # `Attention`, `kv-cache`: stored under the canonical name
         if name == "debug_gpt":
