@@ -95,3 +95,30 @@ def hints(path: str | Path) -> list[str]:
         out += [head + h for h in bug.hints]
         out.append(head + f"it was planted at {_span(planted.lines[bug_id])} of the file as written.")
     return out
+
+
+def progress(result: Any) -> dict[str, Any]:
+    """What the mock records of one graded debug_gpt file: the planted bugs, how many remain and where,
+    and the cache part ("pass", "fail", "not attempted", or "not run" while part 1 fails).
+
+    A file that did not run (no test results) still has every planted bug: bugs_left is then the count.
+    """
+    planted = read_planted(result.file)
+    left = remaining(result, planted) if result.tests else [(library.BY_ID[b], planted.lines[b])
+                                                           for b in planted.plan.ids]
+    part2 = [t for t in result.tests if t.name.startswith("part 2")]
+    if getattr(result.diagnosis, "id", None) == "dgpt_cache_not_attempted":
+        cache = "not attempted"
+    elif part2 and all(t.status == "pass" for t in part2):
+        cache = "pass"
+    elif part2 and all(t.status in ("pass", "fail", "error") for t in part2):
+        cache = "fail"
+    else:
+        cache = "not run"
+    return {"bugs_planted": len(planted.plan.ids), "bugs_left": len(left),
+            "left_lines": [_span(lines) for _, lines in left], "cache": cache}
+
+
+def starter_text(seed: int, bugs: int = library.DEFAULT_BUGS) -> str:
+    """The file `drill start debug_gpt --seed seed --bugs bugs` writes (the mock's coding file)."""
+    return plant(plan_of(seed, bugs)).text

@@ -26,14 +26,27 @@ KEEP_WORDS = {"", "keep", "k", "y", "yes"} | FINISH_WORDS
 Grader = Callable[[Path, str, "int | None"], Any]  # (file, exercise, seed) -> drill.judge.check.Result
 
 
-def coding_credit(status: str, passed: int, total: int) -> float:
+DEBUG_EXERCISE = "debug_gpt"
+# The debug round's split: the planted bugs fixed, then the KV cache (graded once every bug is gone).
+DEBUG_BUGS_WEIGHT = 0.75
+
+
+def coding_credit(status: str, passed: int, total: int, bugs_planted: int | None = None,
+                  bugs_left: int | None = None, cache: str | None = None) -> float:
     """Share of the coding round one graded file earns, 0..1.
 
     The rule the report card and --help state: every hidden test passing
     earns it all; a failing file earns at most half, in proportion to the
     tests it passes (a nearly right file is worth something, never as much
     as a right one). Which file counts is the round's last graded one.
+    The debug round (debug_gpt) counts what its interviewers count instead:
+    75% for the planted bugs fixed, in proportion, and 25% for the cache.
     """
+    if bugs_planted:
+        if status == "pass":
+            return 1.0
+        fixed = bugs_planted - (bugs_planted if bugs_left is None else bugs_left)
+        return DEBUG_BUGS_WEIGHT * fixed / bugs_planted + (1 - DEBUG_BUGS_WEIGHT) * (cache == "pass")
     if not total:
         return 0.0
     if status == "pass":
@@ -55,13 +68,18 @@ class Submission:
     seed: int | None = None
     at_deadline: bool = False
     output_tail: str = ""  # what the graded file printed (kept short), to explain errors
+    # The debug round only (debug_gpt): planted bugs, how many remain and their lines, the cache part.
+    bugs_planted: int | None = None
+    bugs_left: int | None = None
+    left_lines: list[str] = field(default_factory=list)
+    cache: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
     @property
     def credit(self) -> float:
-        return coding_credit(self.status, self.passed, self.total)
+        return coding_credit(self.status, self.passed, self.total, self.bugs_planted, self.bugs_left, self.cache)
 
 
 @dataclass
@@ -86,6 +104,8 @@ class CodingRound:
     # `--solution FILE`: (its name, its text), copied over the learner's file at the first Enter, so a
     # script can drive a whole mock through a plain pipe (no editor, no timed writes).
     solution: tuple[str, str] | None = None
+    # The file to start from when it is not the exercise's starter file (the debug round's planted file).
+    starter_text: str | None = None
     submissions: list[Submission] = field(default_factory=list)
     reached: bool = False
     _warned_at: int = 0  # submissions count when the learner last confirmed keeping a worse file
@@ -98,13 +118,20 @@ class CodingRound:
         ctx = self.ctx
         if ctx.countdown.expired():
             raise TimeUp
-        write_starter(self.coding, self.starter)
+        if self.starter_text is not None:
+            write_exercise_file(self.coding, self.starter_text)
+        else:
+            write_starter(self.coding, self.starter)
         self.reached = True
         self._starter_digest = self._digest()
         ctx.progress()  # a killed mock's history then knows the round was reached, and the file
         ctx.phase(f"round {self.number}: coding {self.coding.path.name}")
         ctx.console.print()
-        ctx.say(f"Round {self.number} — coding: implement `{self.exercise}`", "bold")
+        if self.exercise == DEBUG_EXERCISE:
+            ctx.say(f"Round {self.number} — debugging: a mini GPT with planted bugs. Find and fix each one, "
+                    "then add a KV cache to its generate (use_cache=True)", "bold")
+        else:
+            ctx.say(f"Round {self.number} — coding: implement `{self.exercise}`", "bold")
         ctx.say(f"Your file: {self.coding.path}", "bold green")
         if self.coding.fresh_folder:
             taken = self.coding.folder.parent / f"{self.exercise}.py"
@@ -266,7 +293,7 @@ class CodingRound:
         began = ctx.clock.monotonic()
         with ctx.busy():
             result = self.grade(self.coding.path, self.exercise, ctx.seed)
-        submission = _submission(result, at, at_deadline)
+        submission = _submission(result, at, at_deadline, debug=self.exercise == DEBUG_EXERCISE)
         ctx.store.record_attempt(Attempt(
             exercise=self.exercise, attempted_at=ctx.clock.now().isoformat(), status=result.status,
             diagnosis=submission.diagnosis_id, seed=result.seed, tests_passed=result.passed,
@@ -287,6 +314,10 @@ class CodingRound:
         ctx = self.ctx
         mark, style = ("✓ pass", "bold green") if s.status == "pass" else (f"✗ {s.status}", "bold red")
         ctx.say(f"{mark}: {s.passed}/{s.total} hidden tests", style)
+        if s.bugs_planted is not None:
+            where = f" ({', '.join(s.left_lines)})" if s.left_lines else ""
+            ctx.say(f"  planted bugs left: {s.bugs_left} of {s.bugs_planted}{where}; KV cache: {s.cache}",
+                    "green" if not s.bugs_left else "red")
         if s.diagnosis:
             ctx.say(f"  likely mistake: {s.diagnosis}" + (f" — {s.detail}" if s.detail else ""), "red")
         for note in s.advisories:
@@ -297,12 +328,21 @@ def _verdict(s: Submission) -> str:
     return f"{s.status} {s.passed}/{s.total}"
 
 
-def _submission(result: Any, at: float, at_deadline: bool) -> Submission:
+def _submission(result: Any, at: float, at_deadline: bool, debug: bool = False) -> Submission:
     d = result.diagnosis
+    extra: dict[str, Any] = {}
+    if debug:
+        from drill.debug_round.round import progress
+
+        try:
+            extra = progress(result)
+        except UserError:  # line 1 edited away: the verdict already says so, and no bug counts as fixed
+            extra = {}
     return Submission(
         at_s=at, status=result.status, passed=result.passed, total=result.total,
         diagnosis_id=getattr(d, "id", None), diagnosis=getattr(d, "title", None),
         detail=result.diagnosis_detail or "", fix=getattr(d, "fix", "") or "",
         advisories=list(result.advisories), seed=result.seed, at_deadline=at_deadline,
         output_tail=(getattr(result, "output_tail", "") or "")[-400:],
+        **extra,
     )

@@ -26,7 +26,12 @@ MOCK_HELP = "\n\n".join([
     "has time to grade your file at least once (a grading can take up to a minute); questions that do not fit "
     "at 20 s each are left out.",
     "The exercise (without --exercise): one you have not passed yet; once every one is passed, the one you "
-    "passed longest ago.",
+    "passed longest ago. It may be debug_gpt, the debug round, like any other.",
+    "The debug round (--round debug), as onsite loops run it, coding only (45 minutes unless --minutes): a runnable "
+    "mini GPT with 4 planted bugs (drawn with --seed, as `drill start debug_gpt --seed N` draws them) to find "
+    "and fix, then a KV cache to add to its generate. Each grade says how many planted bugs are left and "
+    "where; the card scores 75% for the bugs fixed (in proportion) and 25% for the cache, and shows the time "
+    "taken.",
     "Score = 40% concept + 60% coding (your last graded file: all tests pass 100%, else ½ × share passed). "
     "The last graded file counts, not the best: an interviewer judges the code you end with; "
     "typing done on a file that scores below an earlier one asks first.",
@@ -63,6 +68,9 @@ def mock(
         "--solution", metavar="FILE",
         help="Copy FILE over the exercise file at the coding round's first Enter, then grade it "
              "(drives a whole mock from a script or a pipe).")] = None,
+    round_: Annotated[str, typer.Option(
+        "--round", metavar="standard|debug",
+        help="standard: concept questions, then a coding round; debug: the debug round (see above).")] = "standard",
     history: Annotated[bool, typer.Option(
         "--history", help="List past mocks with scores and trend, then exit.")] = False,
 ) -> None:
@@ -76,7 +84,7 @@ def mock(
             return
         options = MockOptions(
             minutes=minutes, topics=tuple(dict.fromkeys(split_values(topics))), exercise=exercise, questions=questions,
-            seed=seed, folder=folder, bank=bank, solution=solution,
+            seed=seed, folder=folder, bank=bank, solution=solution, round=round_.strip().lower(),
         )
         code = run_mock(options)
     raise typer.Exit(code)

@@ -25,7 +25,7 @@ from rich.table import Table
 from rich.text import Text
 
 from drill.mock.clock import duration, mmss
-from drill.mock.coding import CodingRound, coding_credit
+from drill.mock.coding import DEBUG_BUGS_WEIGHT, DEBUG_EXERCISE, CodingRound, coding_credit
 from drill.mock.concept import MIN_SEEN_S, ConceptRound
 from drill.quiz import kinds
 from drill.quiz.schedule import RATING_NAMES
@@ -49,12 +49,16 @@ def coding_score(submission: dict[str, Any] | None) -> float:
     """Credit (0..1) of one stored submission; see drill.mock.coding.coding_credit."""
     if not submission:
         return 0.0
-    return coding_credit(submission.get("status", ""), submission.get("passed") or 0, submission.get("total") or 0)
+    return coding_credit(submission.get("status", ""), submission.get("passed") or 0, submission.get("total") or 0,
+                         submission.get("bugs_planted"), submission.get("bugs_left"), submission.get("cache"))
 
 
-def score_rule(has_concept: bool = True) -> str:
+def score_rule(has_concept: bool = True, debug: bool = False) -> str:
     """The scoring rule in one line, as the brief, the card and --help state it."""
     coding = "your last graded file: all tests pass 100%, else ½ × share passed"
+    if debug:
+        coding = (f"your last graded file: {DEBUG_BUGS_WEIGHT:.0%} × share of planted bugs fixed + "
+                  f"{1 - DEBUG_BUGS_WEIGHT:.0%} the KV cache")
     if not has_concept:
         return f"Score = coding only ({coding})"
     return f"Score = {CONCEPT_WEIGHT:.0%} concept + {1 - CONCEPT_WEIGHT:.0%} coding ({coding})"
@@ -152,7 +156,7 @@ def render_report(console: Console, report: dict[str, Any]) -> None:
         console.print(Text(f"stopped by an error: {report['error']}", style="red"))
     questions = report["concept"]["questions"]
     if report["status"] in SCORED_STATUSES:
-        console.print(Text(score_rule(bool(questions)), style="dim"))
+        console.print(Text(score_rule(bool(questions), report["coding"]["exercise"] == DEBUG_EXERCISE), style="dim"))
     else:
         console.print(Text(f"{status}: no score, and not in the trend of `drill mock --history`", style="dim"))
     if questions:
@@ -284,6 +288,11 @@ def _render_coding(console: Console, coding: dict[str, Any]) -> None:
             console.print(Text(f"    fix: {final['fix']}", style="dim"))
     for note in final["advisories"]:
         console.print(Text(f"  note: {note}", style="yellow"))
+    if final.get("bugs_planted") is not None:
+        fixed = final["bugs_planted"] - final["bugs_left"]
+        where = f" (left: {', '.join(final['left_lines'])})" if final.get("left_lines") else ""
+        console.print(Text(f"  planted bugs fixed: {fixed} of {final['bugs_planted']}{where}; KV cache: "
+                           f"{final['cache']}; time taken: {duration(final['at_s'])}", style="bold"))
 
 
 def render_history(console: Console, mocks: list[dict[str, Any]]) -> None:

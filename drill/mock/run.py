@@ -18,7 +18,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -28,7 +28,7 @@ from rich.text import Text
 from drill.errors import UserError
 from drill.mock import interrupted, plan
 from drill.mock.clock import Clock, Countdown, SystemClock, mmss
-from drill.mock.coding import CodingRound, Grader
+from drill.mock.coding import DEBUG_EXERCISE, CodingRound, Grader
 from drill.mock.concept import MIN_SEEN_S, ConceptRound
 from drill.mock.context import Abandoned, InputClosed, MockContext
 from drill.mock.live import LiveStatus
@@ -44,6 +44,7 @@ from drill.store import Store, StoreUnavailable, default_path, now_iso, open_sto
 
 EXIT_ABANDONED = 130
 MAX_MINUTES = interrupted.MAX_MINUTES
+ROUNDS = ("standard", "debug")  # --round
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,7 @@ class MockOptions:
     folder: Path | None = None
     bank: Path | None = None
     solution: Path | None = None  # copied over the exercise file at the coding round's first Enter
+    round: str = "standard"  # "debug": the debug round, debug_gpt's planted file, coding only
 
 
 def run_mock(
@@ -88,6 +90,12 @@ def run_mock(
         raise UserError(f"must be at most {MAX_MINUTES:g} (a day), not {options.minutes:g}", "--minutes")
     if options.questions < 0:
         raise UserError(f"must be 0 or more, not {options.questions}", "--questions")
+    if options.round not in ROUNDS:
+        raise UserError(f"unknown round '{options.round}'; choose from {', '.join(ROUNDS)}", "--round")
+    if options.round == "debug":
+        if options.exercise not in (None, DEBUG_EXERCISE):
+            raise UserError(f"the debug round is {DEBUG_EXERCISE}; drop --exercise {options.exercise}", "--round")
+        options = replace(options, exercise=DEBUG_EXERCISE, questions=0)
     solution = (str(options.solution), plan.read_solution(options.solution)) if options.solution else None
     questions_pool = _question_pool(options)
     own_store = store is None
@@ -110,7 +118,7 @@ def run_mock(
             coding_file = _ask_overwrite(console, reader, clock, options.folder or Path.cwd(), exercise.name,
                                          coding_file)
         planned = MockPlan(questions, budgets, len(picked), exercise, coding_file,
-                           [r.topic for r in weakest_topics(reviews)], solution)
+                           [r.topic for r in weakest_topics(reviews)], solution, _debug_file(exercise.name, rng))
         return _sit(options, planned, grade or _check_file, fuzz, console=console, reader=reader, clock=clock,
                     store=store, rng=rng, interactive=interactive, live=live)
     finally:
@@ -168,6 +176,16 @@ class MockPlan:
     coding_file: plan.CodingFile
     history_weak: list[str]  # drill.quiz.stats.weakest_topics of the reviews before the mock
     solution: tuple[str, str] | None = None  # --solution: (its path as typed, its text)
+    starter_text: str | None = None  # debug_gpt: the planted file drawn for this mock
+
+
+def _debug_file(exercise: str, rng: random.Random) -> str | None:
+    """debug_gpt's coding file, planted with a seed drawn from the mock's (the same --seed, the same file)."""
+    if exercise != DEBUG_EXERCISE:
+        return None
+    from drill.debug_round.round import starter_text
+
+    return starter_text(rng.randrange(2**31))
 
 
 def _sit(options: MockOptions, planned: MockPlan, grade: Grader, fuzz: bool, *, console: Console,
@@ -180,7 +198,8 @@ def _sit(options: MockOptions, planned: MockPlan, grade: Grader, fuzz: bool, *, 
     ctx = MockContext(console, reader, clock, countdown, store, mock_id, rng, interactive, options.seed, live)
     concept = ConceptRound(ctx, planned.questions, planned.budgets, scheduler_for(store, fuzz=fuzz))
     coding = CodingRound(ctx, exercise, planned.coding_file, exercises_dir() / f"{exercise}.py", grade,
-                         number=2 if planned.questions else 1, solution=planned.solution)
+                         number=2 if planned.questions else 1, solution=planned.solution,
+                         starter_text=planned.starter_text)
     owner = interrupted.this_process()
 
     def report_so_far(status: str, error: str | None = None) -> dict:  # type: ignore[type-arg]
