@@ -69,24 +69,28 @@ def test_the_debug_round_counts_planted_bugs_down_and_scores_them(tmp_path: Path
     assert score_rule(False, debug=True) in text
 
 
-def test_the_same_seed_plants_the_same_file_and_the_cache_earns_the_rest(tmp_path: Path, bank: Path,
-                                                                          grader) -> None:
+def test_the_same_seed_plants_the_same_file_and_another_seeds_fixed_file_earns_nothing(
+        tmp_path: Path, bank: Path, grader) -> None:
+    """The grader judges a file by its own line 1, so a passing file of another seed (good_cached.py is seed
+    7's, fixed and cached) passes `drill check`; in the mock it is not the planted file and fixes no bug."""
     files = []
     for run in ("a", "b"):
         coding_file = tmp_path / run / "work" / "debug_gpt.py"
 
         def paste(path: Path = coding_file) -> str:
             files.append(path.read_text(encoding="utf-8"))
-            path.write_text(CACHED.read_text(encoding="utf-8"), encoding="utf-8")  # seed 7's file, fixed and cached
+            path.write_text(CACHED.read_text(encoding="utf-8"), encoding="utf-8")
             return "submit"
 
         (tmp_path / run).mkdir()
-        code, store, out, _ = sit(tmp_path / run, bank, [paste], grade=grader, round="debug", exercise=None,
-                                  seed=5)
+        code, store, out, _ = sit(tmp_path / run, bank, [paste, "done"], grade=grader, round="debug",
+                                  exercise=None, seed=5)
         assert code == 0
-    assert files[0] == files[1]
-    report = last_report(store)["report"]
-    assert report["score"] == 100.0 and report["coding"]["submissions"][-1]["cache"] == "pass"
+    assert files[0] == files[1] and not files[0].startswith("# drill debug_gpt seed=7 ")
+    final = last_report(store)["report"]["coding"]["submissions"][-1]
+    assert (final["status"], final["bugs_left"], final["cache"]) == ("fail", 4, "not run")
+    assert last_report(store)["report"]["score"] == 0.0
+    assert "line 1 is no longer this mock's" in " ".join(out.split())
 
 
 def test_the_debug_credit_rule() -> None:

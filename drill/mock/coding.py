@@ -293,7 +293,9 @@ class CodingRound:
         began = ctx.clock.monotonic()
         with ctx.busy():
             result = self.grade(self.coding.path, self.exercise, ctx.seed)
-        submission = _submission(result, at, at_deadline, debug=self.exercise == DEBUG_EXERCISE)
+        planted_header = self.starter_text.split("\n", 1)[0] if self.starter_text is not None else None
+        submission = _submission(result, at, at_deadline, debug=self.exercise == DEBUG_EXERCISE,
+                                 planted_header=planted_header)
         ctx.store.record_attempt(Attempt(
             exercise=self.exercise, attempted_at=ctx.clock.now().isoformat(), status=result.status,
             diagnosis=submission.diagnosis_id, seed=result.seed, tests_passed=result.passed,
@@ -328,21 +330,39 @@ def _verdict(s: Submission) -> str:
     return f"{s.status} {s.passed}/{s.total}"
 
 
-def _submission(result: Any, at: float, at_deadline: bool, debug: bool = False) -> Submission:
+def _submission(result: Any, at: float, at_deadline: bool, debug: bool = False,
+                planted_header: str | None = None) -> Submission:
+    """The record of one grade. In the debug round, a file whose line 1 is not the one this mock planted
+    (another seed's fixed file pasted in) fixes no bug: the grader judges a file by its own line 1."""
     d = result.diagnosis
     extra: dict[str, Any] = {}
+    status = result.status
     if debug:
+        from drill.debug_round.header import parse
         from drill.debug_round.round import progress
 
         try:
             extra = progress(result)
         except UserError:  # line 1 edited away: the verdict already says so, and no bug counts as fixed
             extra = {}
+        if planted_header is not None and _first_line(result.file) != planted_header:
+            k = parse(planted_header)[1]
+            extra = {"bugs_planted": k, "bugs_left": k, "cache": "not run",
+                     "left_lines": [f"all: line 1 is no longer this mock's `{planted_header}`"]}
+            status = "fail" if result.status == "pass" else result.status
     return Submission(
-        at_s=at, status=result.status, passed=result.passed, total=result.total,
+        at_s=at, status=status, passed=result.passed, total=result.total,
         diagnosis_id=getattr(d, "id", None), diagnosis=getattr(d, "title", None),
         detail=result.diagnosis_detail or "", fix=getattr(d, "fix", "") or "",
         advisories=list(result.advisories), seed=result.seed, at_deadline=at_deadline,
         output_tail=(getattr(result, "output_tail", "") or "")[-400:],
         **extra,
     )
+
+
+def _first_line(path: Any) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.readline().lstrip("\ufeff").rstrip("\r\n")
+    except OSError:
+        return None
