@@ -21,6 +21,7 @@ from drill.store import Review
 
 HISTORY_DAYS = 14
 FORECAST_DAYS = 7
+RETENTION_WEEKS = 12  # retention by week, this week and the 11 before it
 WEAK_MIN_REVIEWS = 3
 # A topic under this retention is weak: it is also where the retention bar stops being green.
 WEAK_BELOW = 0.85
@@ -48,6 +49,8 @@ class Stats:
     cram_per_day: dict[date, int] = field(default_factory=dict)
     by_topic: list[TopicRetention] = field(default_factory=list)
     forecast: list[tuple[date, int]] = field(default_factory=list)  # today (incl. overdue) first
+    # (first day of the week, scheduled reviews, not rated Again): weeks of 7 days ending today, oldest first
+    by_week: list[tuple[date, int, int]] = field(default_factory=list)
     upcoming: Upcoming = field(default_factory=Upcoming)  # due now, and when the next cards come due
     next_due: str = ""  # that, as the line the quiz shows at the end of a session
     weakest: list[TopicRetention] = field(default_factory=list)
@@ -75,6 +78,21 @@ def topic_retention(reviews: Iterable[Review]) -> list[TopicRetention]:
         total[topic] += 1
         passed[topic] += review.rating != AGAIN
     return sorted((TopicRetention(t, total[t], passed[t]) for t in total), key=lambda r: r.topic)
+
+
+def weekly_retention(reviews: Iterable[Review], today: date,
+                     weeks: int = RETENTION_WEEKS) -> list[tuple[date, int, int]]:
+    """(first day, scheduled reviews, not rated Again) per 7-day week ending today, oldest first.
+
+    Weeks end today rather than on a calendar Sunday, so the last point is always a full week."""
+    total: Counter[int] = Counter()
+    passed: Counter[int] = Counter()
+    for review in scheduled_reviews(reviews):
+        ago = (today - parse_time(review.reviewed_at).astimezone().date()).days // 7
+        if 0 <= ago < weeks:
+            total[ago] += 1
+            passed[ago] += review.rating != AGAIN
+    return [(today - timedelta(days=7 * ago + 6), total[ago], passed[ago]) for ago in range(weeks - 1, -1, -1)]
 
 
 def weakest_topics(reviews: Iterable[Review], limit: int = 3) -> list[TopicRetention]:
@@ -123,6 +141,7 @@ def compute_stats(reviews: Iterable[Review], cards: Mapping[str, Mapping[str, An
     stats.per_day = [(d, day_counts[d]) for d in days]
     stats.cram_per_day = {d: cram_days[d] for d in days if cram_days[d]}
     stats.by_topic = topic_retention(reviews)
+    stats.by_week = weekly_retention(reviews, today)
     stats.weakest = weakest_topics(reviews)
     stats.unranked = unranked_topics(reviews)
     due_counts: Counter[date] = Counter()
@@ -145,9 +164,15 @@ def _bar(value: float, maximum: float, width: int = 24) -> str:
     return "█" * max(1, round(width * value / maximum))
 
 
-def render_stats(stats: Stats, console: Any, prompts: Mapping[str, str] | None = None) -> None:
-    """Everything `drill stats` shows, section by section; `prompts` names the leeches' questions."""
+def render_stats(stats: Stats, console: Any, prompts: Mapping[str, str] | None = None,
+                 chart_width: int | None = None) -> None:
+    """Everything `drill stats` shows, section by section; `prompts` names the leeches' questions.
+
+    With `chart_width` (a terminal wide enough, colour allowed), retention by week and the forecast are
+    charts (drill/quiz/stats_charts.py); without it, or where a chart does not fit, they are tables."""
     from rich.text import Text
+
+    from drill.quiz.stats_charts import forecast_chart, weekly_chart
 
     _render_totals(stats, console)
     # Titles are printed as their own lines: a Table title wraps to the (narrow) table's width.
@@ -155,8 +180,12 @@ def render_stats(stats: Stats, console: Any, prompts: Mapping[str, str] | None =
     console.print(_days_table(stats))
     console.print(Text("Retention by topic (share of scheduled reviews not rated Again)", style="bold"))
     console.print(_topics_table(stats))
+    console.print(Text(f"Retention by week (last {RETENTION_WEEKS} weeks, share not rated Again)", style="bold"))
+    weekly = weekly_chart(stats, chart_width)
+    console.print(Text(weekly) if weekly is not None else _weeks_table(stats))
     console.print(Text(f"Due in the next {FORECAST_DAYS} days (today includes overdue)", style="bold"))
-    console.print(_forecast_table(stats))
+    forecast = forecast_chart(stats, chart_width)
+    console.print(Text(forecast) if forecast is not None else _forecast_table(stats))
     if stats.cards:
         console.print(Text(f"due now: {stats.upcoming.due_now}" + (f"; {stats.next_due}" if stats.next_due else ""),
                            style="dim"))
@@ -220,6 +249,23 @@ def _topics_table(stats: Stats) -> Any:
     return topics
 
 
+def _weeks_table(stats: Stats) -> Any:
+    from rich.table import Table
+    from rich.text import Text
+
+    weeks = Table()
+    weeks.add_column("week of")
+    weeks.add_column("reviews", justify="right")
+    weeks.add_column("retention", justify="right")
+    weeks.add_column("")
+    for start, n, ok in stats.by_week:
+        if n:
+            weeks.add_row(f"{start:%m-%d}", str(n), f"{ok / n:.0%}", Text(_bar(ok / n, 1.0, 20), style="green"))
+    if not any(n for _, n, _ in stats.by_week):
+        weeks.add_row("—", "0", "—", "")
+    return weeks
+
+
 def _forecast_table(stats: Stats) -> Any:
     from rich.table import Table
     from rich.text import Text
@@ -275,6 +321,14 @@ def show_stats(bank: Path | None = None, *, console: Any = None, now: datetime |
 
     from drill.store import open_store
 
+    width = None
+    if console is None:  # the real terminal: a chart where it is wide enough and colour is allowed
+        import os
+        import sys
+
+        from drill.charts import chart_width
+
+        width = None if os.environ.get("NO_COLOR") else chart_width(sys.stdout)
     console = console or Console(highlight=False)
     now = now or datetime.now(timezone.utc)
     with open_store(read_only=True) as store:  # showing progress must work on a store nobody can write
@@ -292,4 +346,4 @@ def show_stats(bank: Path | None = None, *, console: Any = None, now: datetime |
             prompts = {q.id: q.prompt for q in load_bank(bank).questions}
         except Exception:  # noqa: BLE001 - stats must work even when the bank is broken
             prompts = {}
-    render_stats(stats, console, prompts)
+    render_stats(stats, console, prompts, chart_width=width)
