@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import re
+from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -140,3 +141,17 @@ def test_cuda_bandwidth_is_shown_against_the_copy_and_the_datasheet_peak() -> No
             in rendered(report, 200))
     cpu = make_report("rmsnorm").to_json()
     assert cpu["datasheet_bandwidth_gb_s"] is None and cpu["sizes"][0]["results"]["fused"]["datasheet_fraction"] is None
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_the_log_log_curves_match_their_snapshot(width: int) -> None:
+    """Time against size on log-log axes, yours above the references as it grows faster (issue 29)."""
+    from drill.bench.report import curves
+
+    report = make_report("attention", growth={"learner": 2.3, "fused": 2.0, "math": 2.0})
+    chart = curves(report, width)
+    snapshot = Path(__file__).parent / "fixtures" / "charts" / f"bench_attention_{width}.txt"
+    assert chart == snapshot.read_text(encoding="utf-8"), chart
+    assert max(len(line) for line in chart.splitlines()) <= width
+    assert chart in rendered(report, width)
+    assert curves(make_report("attention", n_sizes=1), width) is None  # one size: no curve, the bars only

@@ -33,7 +33,7 @@ predicted not to finish within --timeout, or at --max-size.
 Reports per size: median time and IQR, tokens/s (GB/s for memory-bound
 ops, as % of the device's copy bandwidth on CUDA), peak memory of the call,
 ratio to the fused reference; then the fitted growth exponent (time ~ size^k)
-and a log-scaled plot.
+a log-scaled bar plot, and the time-vs-size curves on log-log axes.
 
 --json prints one JSON document:
 {outline()}.

@@ -183,6 +183,22 @@ def plot(report: BenchReport, width: int = PLOT_WIDTH) -> Text:
     return out
 
 
+def curves(report: BenchReport, width: int) -> str | None:
+    """Median time against size on log-log axes, one curve per implementation (drill/charts.py): a straight
+    line of slope k is time ~ size^k, so the learner's curve bending above the fused one is visible growth.
+
+    None with fewer than two measured sizes, or too narrow a terminal (the bars above say it then)."""
+    from drill.charts import line_chart
+
+    series = {IMPL_LABELS[impl]: [(float(r.size), r.results[impl].median_s) for r in report.rows
+                                  if r.results[impl].status == "ok" and r.results[impl].median_s]
+              for impl in IMPLS}
+    if sum(len(points) >= 2 for points in series.values()) == 0:
+        return None
+    return line_chart(series, width=min(width, 100), height=10, log_x=True, log_y=True,
+                      x_label=f"{report.workload.size_label} (log)", y_label="seconds per call (log)")
+
+
 def few_sizes_advice(report: BenchReport) -> str:
     """What ended the ladder before a third size, and the flag that would let it go on."""
     reason = report.stop_reason
@@ -224,6 +240,10 @@ def render(report: BenchReport, console: Console) -> None:
         console.print(Text(f"expected for an efficient implementation: {wl.expected_note}", style="dim"))
         console.print()
         console.print(plot(report))
+        chart = curves(report, console.width)
+        if chart is not None:
+            console.print()
+            console.print(Text(chart))
     for note in report.warnings():
         console.print(Text("note: " + note, style="yellow"))
     if report.learner_error:
