@@ -247,11 +247,17 @@ def test_a_wrong_output_dtype_keeps_the_output_wording(name: str, graded: Graded
 
 
 def test_starter_files_fail_not_implemented(fork_server) -> None:
+    """Every starter fails as not implemented, except a generated one (debug_gpt: a runnable file whose planted
+    bugs are what fails, all of them; its only NotImplementedError is the cache part, graded after them)."""
     for name in registry.SPECS:
         if not devices.device_available(registry.entry(name)):
             continue  # a CUDA-only exercise here: check_file refuses it in one line (tests/test_triton_rmsnorm.py)
         result = check_file(exercises_dir() / f"{name}.py", name, SEED, LIMITS, pool=fork_server)
         assert result.status == "fail", f"{name}: {result.status} {result.diagnosis_detail}"
+        if registry.entry(name).generated:
+            assert result.diagnosis is not None and result.diagnosis.id == "dgpt_bugs_remain", name
+            assert result.diagnosis_detail.startswith("4 of 4 planted bugs remain"), result.diagnosis_detail
+            continue
         assert result.diagnosis is not None and result.diagnosis.id == "not_implemented", name
         assert result.passed == 0, name
 
