@@ -91,3 +91,17 @@ def load_module(factory: Callable[[], Any], weights: dict[str, Any], dtype: Any,
         with torch.no_grad():
             obj.copy_(value)
     return module.eval()
+
+
+def lm_loss_inputs(size: int, dims: dict[str, Any], dtype: Any, device: Any, seed: int, ignore_index: int) -> dict:
+    """(N, V) logits and N targets, a tenth of them `ignore_index` (padding), as an LM's loss sees them: the
+    inputs of both cross_entropy and cross_entropy_backward."""
+    import torch
+
+    g = gen(seed, device)
+    n = dims["N"]
+    logits = randn(g, n, size, dtype=dtype, device=device, scale=2.0)
+    targets = torch.randint(0, size, (n,), generator=g, device=device)
+    padded = torch.rand(n, generator=g, device=device) < 0.1
+    padded[0] = False  # at least one position counts
+    return {"logits": logits, "targets": targets.masked_fill(padded, ignore_index)}

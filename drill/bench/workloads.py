@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from drill.bench import workloads_backprop, workloads_serve
-from drill.bench.workload_kit import Call, Workload, load_module
+from drill.bench.workload_kit import Call, Workload, lm_loss_inputs, load_module
 from drill.bench.workload_kit import gen as _gen
 from drill.bench.workload_kit import linear_weights as _linear_weights
 from drill.bench.workload_kit import randn as _randn
@@ -313,16 +313,7 @@ LAYERNORM = Workload(
 
 
 def _ce_build(size: int, dims: dict, dtype: Any, device: Any, seed: int = 0) -> dict:
-    """(N, V) logits and N targets, a tenth of them ignored (padding), as an LM's loss sees them."""
-    import torch
-
-    g = _gen(seed, device)
-    n = dims["N"]
-    logits = _randn(g, n, size, dtype=dtype, device=device, scale=2.0)
-    targets = torch.randint(0, size, (n,), generator=g, device=device)
-    padded = torch.rand(n, generator=g, device=device) < 0.1
-    padded[0] = False  # at least one position counts
-    return {"logits": logits, "targets": targets.masked_fill(padded, CE_IGNORE_INDEX)}
+    return lm_loss_inputs(size, dims, dtype, device, seed, CE_IGNORE_INDEX)
 
 
 def _ce_reference(ref: Any, impl: str, x: dict, dims: dict) -> Call:

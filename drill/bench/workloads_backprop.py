@@ -18,7 +18,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from drill.bench.workload_kit import Call, Workload, gen, randn
+from drill.bench.workload_kit import Call, Workload, gen, lm_loss_inputs, randn
 from drill.judge.registry import default
 
 LN_EPS = default("layernorm_backward", "eps")
@@ -207,16 +207,7 @@ LAYERNORM_BACKWARD = Workload(
 
 
 def _ce_build(size: int, dims: dict, dtype: Any, device: Any, seed: int = 0) -> dict:
-    """(N, V) logits and N targets, a tenth of them ignored (padding), as an LM's loss sees them."""
-    import torch
-
-    g = gen(seed, device)
-    n = dims["N"]
-    logits = randn(g, n, size, dtype=dtype, device=device, scale=2.0)
-    targets = torch.randint(0, size, (n,), generator=g, device=device)
-    padded = torch.rand(n, generator=g, device=device) < 0.1
-    padded[0] = False  # at least one row counts
-    return {"logits": logits, "targets": targets.masked_fill(padded, CE_IGNORE_INDEX)}
+    return lm_loss_inputs(size, dims, dtype, device, seed, CE_IGNORE_INDEX)
 
 
 def _ce_reference(ref: Any, impl: str, x: dict, dims: dict) -> Call:
