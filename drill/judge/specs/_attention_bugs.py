@@ -402,7 +402,7 @@ ATTENTION_KNOBS: tuple[tuple[str, str, dict[str, Any]], ...] = (
 )
 
 
-def _knobbed(knobs: dict[str, Any]):
+def knobbed(knobs: dict[str, Any]):
     """`attend` with two mistakes' knobs at once. Rows it leaves fully blocked, and NaNs the axis mistake makes
     out of blocked columns, depend on the learner's fill: unknown. Unmasked cases show the first mistake alone."""
 
@@ -414,19 +414,3 @@ def _knobbed(knobs: dict[str, Any]):
         return o, rows_unknown(allowed, o) | torch.isnan(o)
 
     return fn
-
-
-def composed_attention_bugs(wrap: Callable[[Callable[..., Any]], Callable[[Case], Any]]) -> tuple[Bug, ...]:
-    """A composed variant (`Bug.also`) for every two knobs that set different `attend` arguments.
-
-    Listed after the single variants: where the second mistake changes nothing on a failing test, the pair
-    equals the single variant there and the tie goes to the single one, so one mistake is not called two.
-    """
-    bugs = []
-    for i, (first, first_label, a) in enumerate(ATTENTION_KNOBS):
-        for second, second_label, b in ATTENTION_KNOBS[i + 1:]:
-            if set(a) & set(b):  # two values of one knob (two fills) cannot both be in one file
-                continue
-            bugs.append(Bug(D[first], wrap(_knobbed({**a, **b})), f"{first_label}, and {second_label}",
-                            also=second))
-    return tuple(bugs)

@@ -339,6 +339,23 @@ def variant_bugs(
     return tuple(Bug(table[i], wrap(fn), label) for i, label, fn in variants if keep is None or i in keep)
 
 
+def knob_pair_bugs(
+    table: dict[str, Diagnosis], knobs: Sequence[tuple[str, str, dict[str, Any]]],
+    make: Callable[[dict[str, Any]], Callable[[Case], Any]],
+) -> tuple[Bug, ...]:
+    """A composed variant (`Bug.also`, issue 31) for every two knobs that set different arguments.
+
+    `knobs`: (diagnosis id, label, the keyword arguments that make the mistake) in the order they are named
+    when two are present; `make(arguments)` -> the variant `fn(case)` with both mistakes. List the result after
+    the single variants: where one of the two changes nothing on a failing test, the pair ties with the single
+    variant there and the tie goes to the single one, so one mistake is never called two.
+    """
+    return tuple(Bug(table[first], make({**a, **b}), f"{first_label}, and {second_label}", also=second)
+                 for i, (first, first_label, a) in enumerate(knobs)
+                 for second, second_label, b in knobs[i + 1:]
+                 if not set(a) & set(b))  # two values of one argument cannot both be in one file
+
+
 class Distinct:
     """Draws that do not repeat across one spec's cases (shapes, sizes): code caching on them then collides
     only in the repeat-call probe, which names it `state_between_calls`, and not in some other case.

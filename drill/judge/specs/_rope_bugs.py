@@ -11,7 +11,6 @@ point is the rounding.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -248,7 +247,7 @@ ROPE_KNOBS: tuple[tuple[str, str, dict[str, Any]], ...] = (
 )
 
 
-def _knobbed(knobs: dict[str, Any]):
+def knobbed(knobs: dict[str, Any]):
     def fn(x, positions, base, convention):
         form = dict(knobs)
         if form.pop("positions", None) == "arange":
@@ -256,11 +255,3 @@ def _knobbed(knobs: dict[str, Any]):
         return rotate(x, positions, form.pop("base", base), convention, **form)
 
     return fn
-
-
-def composed_rope_variants() -> list[tuple[str, str, Callable[..., Any], str]]:
-    """(first id, label, fn, second id) for every two knobs: list their Bugs after the single variants, so a
-    pair that ties with a single mistake (the other knob changes nothing there) loses to it."""
-    return [(first, f"{first_label}, and {second_label}", _knobbed({**a, **b}), second)
-            for i, (first, first_label, a) in enumerate(ROPE_KNOBS)
-            for second, second_label, b in ROPE_KNOBS[i + 1:]]

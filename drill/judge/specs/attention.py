@@ -16,19 +16,21 @@ import torch
 
 from drill.judge.spec import FORBIDDEN_ATTENTION, FORBIDDEN_ATTENTION_CLASSES, Bug, Case, Spec
 from drill.judge.specs._attention_bugs import (
+    ATTENTION_KNOBS,
     ATTENTION_VARIANTS,
     D,
     _fitted_scale,
     _guard,
     attend,
-    composed_attention_bugs,
     guarded_overflow,
+    knobbed,
     named_scales,
 )
 from drill.judge.specs._common import (
     TOLERANCES,
     Draw,
     causal_mask,
+    knob_pair_bugs,
     reference_with_grads,
     repeat_probe,
     twice_probes,
@@ -262,7 +264,7 @@ SPEC = Spec(
        Bug(D["no_max_subtraction"], _guarded_overflow,
            "exp without max subtraction, its overflow patched (nan_to_num/clamp): wrong only where exp overflows",
            fit=True))
-    + composed_attention_bugs(_variant),
+    + knob_pair_bugs(D, ATTENTION_KNOBS, lambda knobs: _variant(knobbed(knobs))),
     exception_bugs=(("without overflow", D["fp16_fill_overflow"]),),
     forbidden=FORBIDDEN_ATTENTION,
     forbidden_classes=FORBIDDEN_ATTENTION_CLASSES,

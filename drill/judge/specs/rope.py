@@ -41,6 +41,7 @@ from drill.judge.spec import Bug, Case, Spec
 from drill.judge.specs._common import (
     ANGLE_ERROR_PER_POSITION,
     Draw,
+    knob_pair_bugs,
     position_tol,
     position_tolerances,
     reference_with_grads,
@@ -51,9 +52,10 @@ from drill.judge.specs._common import (
 from drill.judge.specs._rope_bugs import (
     CONVENTIONS,
     RD,
+    ROPE_KNOBS,
     ROPE_VARIANTS,
     apply_convention,
-    composed_rope_variants,
+    knobbed,
     rotate,
 )
 
@@ -277,7 +279,7 @@ SPEC = Spec(
     tolerances=position_tolerances(ANGLE_ERROR_PER_POSITION),
     bugs=variant_bugs(RD, ROPE_VARIANTS, _variant)
     + tuple(Bug(GENERIC["state_between_calls"], _stale_variant(label), label) for label, _, _ in STALE_KEYS)
-    + tuple(Bug(RD[first], _variant(fn), label, also=second) for first, label, fn, second in composed_rope_variants()),
+    + knob_pair_bugs(RD, ROPE_KNOBS, lambda knobs: _variant(knobbed(knobs))),
     report_attrs=("CONVENTION",),
     prepare=prepare,
 )

@@ -32,13 +32,14 @@ from __future__ import annotations
 import torch
 
 from drill.judge.registry import default
-from drill.judge.spec import Bug, Case, Diagnosis, Spec
+from drill.judge.spec import Case, Diagnosis, Spec
 from drill.judge.specs._common import (
     ANGLE_ERROR_PER_POSITION,
     Distinct,
     Draw,
     call_case,
     diagnoses,
+    knob_pair_bugs,
     position_tol,
     position_tolerances,
     repeat_probe,
@@ -306,21 +307,14 @@ def _knobbed(knobs: dict):
     return fn
 
 
-# After the single variants: where one of the two changes nothing, the pair ties with the single one, which wins.
-COMPOSED = tuple(
-    Bug(SD[first], _variant(_knobbed({**a, **b})), f"{first_label}, and {second_label}", also=second)
-    for i, (first, first_label, a) in enumerate(SINUSOIDAL_KNOBS)
-    for second, second_label, b in SINUSOIDAL_KNOBS[i + 1:]
-    if not set(a) & set(b)
-)
-
 SPEC = Spec(
     name="sinusoidal",
     graded=(TARGET,),
     make_cases=make_cases,
     reference=reference,
     tolerances=position_tolerances(ANGLE_ERROR_PER_POSITION),
-    bugs=variant_bugs(SD, SINUSOIDAL_VARIANTS, _variant) + COMPOSED,
+    bugs=variant_bugs(SD, SINUSOIDAL_VARIANTS, _variant)
+    + knob_pair_bugs(SD, SINUSOIDAL_KNOBS, lambda knobs: _variant(_knobbed(knobs))),
     report_attrs=(LAYOUT.name,),
     prepare=LAYOUT.apply,
 )
