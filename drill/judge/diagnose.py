@@ -552,6 +552,7 @@ def match_bug(spec: Spec, evals: list[CaseEval], tolerance_of: Any) -> Verdict |
                   if s.consistent and s.explained]
     if consistent:
         n, _, bug, score = max(consistent, key=lambda t: t[:2])
+        n, bug, score = _fuller(n, bug, score, consistent)
         label = f" ({bug.label})" if bug.label else ""
         detail = f"your output matches this mistake{label} on {n} failing test{'s' if n != 1 else ''}"
         if bug.also:  # a composed variant: both mistakes are in the code, and both are named
@@ -610,6 +611,23 @@ def match_bug(spec: Spec, evals: list[CaseEval], tolerance_of: Any) -> Verdict |
     )
     return Verdict(bug.diagnosis, detail + also + example(score.hits), partial=True, explained=n,
                    cases=list(score.hits))
+
+
+def _fuller(n: int, bug: Bug, score: _Score, consistent: list[tuple[int, int, Bug, _Score]]) -> tuple[int, Bug, _Score]:
+    """A composed variant holding `bug`'s mistake that explains as many tests while leaving fewer elements unknown.
+
+    A single variant leaves unknown what depends on code it does not model (the rows a mask blocks depend on the
+    learner's fill); a composed one that models it, and still matches, has found the second mistake there
+    (attention divided by d_k with NaN rows kept). Where the second mistake changes nothing, both hide the same
+    elements and the single variant keeps the tie, so one mistake is never called two.
+    """
+    ids = {bug.diagnosis.id}
+    fuller = [(s.hidden, -i, b, s) for m, i, b, s in consistent
+              if m == n and b.also and ids & {b.diagnosis.id, b.also} and s.hidden < score.hidden]
+    if not fuller:
+        return n, bug, score
+    _, _, b, s = min(fuller, key=lambda t: (t[0], -t[1]))
+    return n, b, s
 
 
 def _title_of(spec: Spec, diagnosis_id: str) -> str:
@@ -686,6 +704,7 @@ class _Score:
     explains: list[CaseEval] = field(default_factory=list)  # the failing cases it reproduces
     spurious: int = 0  # passing cases the variant would fail
     hits: list[CaseEval] = field(default_factory=list)  # those of them with finite evidence (counted in `matched`)
+    hidden: int = 0  # output elements left unknown on the cases it explains
 
 
 def _other_ids(best: Bug, bugs: list[Bug]) -> list[str]:
@@ -757,6 +776,7 @@ def _advance(bug: Bug, order: list[CaseEval], score: _Score, tolerance_of: Any, 
               and not compare(variant, case.expected, tol, care=case.care, ignore=unknown, zeros=case.zeros).ok):
             score.explained += 1
             score.explains.append(ev)
+            score.hidden += 0 if unknown is None else int(unknown.sum())
             if _finite_evidence(variant, case, tol, unknown):
                 score.matched += 1
                 score.hits.append(ev)

@@ -395,19 +395,27 @@ ATTENTION_VARIANTS = [
 # variant names the wider one first and the other as its `also`.
 ATTENTION_KNOBS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("missing_scale", "no scaling", {"scale": 1.0}),
+    ("wrong_scale", "divided by d_k", {"scale": lambda d_k: 1.0 / d_k}),
     ("softmax_wrong_axis", "softmax over dim=-2", {"dim": -2}),
     ("mask_fill_zero", "masked logits = 0", {"fill": "zero"}),
     ("mask_after_softmax", "probabilities zeroed after softmax", {"fill": "after"}),
     ("mask_inverted", "True treated as blocked", {"invert": True}),
+    # The -inf fill is the learner's here, so the rows it leaves fully blocked are known: NaN.
+    ("masked_row_nan", "-inf fill, NaN rows kept", {"fill": "nan_rows"}),
 )
 
 
 def knobbed(knobs: dict[str, Any]):
     """`attend` with two mistakes' knobs at once. Rows it leaves fully blocked, and NaNs the axis mistake makes
-    out of blocked columns, depend on the learner's fill: unknown. Unmasked cases show the first mistake alone."""
+    out of blocked columns, depend on the learner's fill: unknown, unless one knob is that fill (`nan_rows`).
+    Unmasked cases show the first mistake alone. A callable scale is a function of d_k."""
 
     def fn(q, k, v, mask, dtype):
-        o = attend(q, k, v, mask, **knobs)
+        scale = knobs.get("scale")
+        given = {**knobs, "scale": scale(q.shape[-1]) if callable(scale) else scale}
+        if knobs.get("fill") == "nan_rows":
+            return attend(q, k, v, mask, **{**given, "fill": "neg_inf"})
+        o = attend(q, k, v, mask, **given)
         if mask is None:
             return o
         allowed = ~mask if knobs.get("invert") else mask
