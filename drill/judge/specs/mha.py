@@ -17,10 +17,12 @@ import torch.nn.functional as F
 
 from drill.judge.spec import FORBIDDEN_ATTENTION, FORBIDDEN_ATTENTION_CLASSES, Bug, Case, Diagnosis, Spec
 from drill.judge.specs._attention_bugs import (
+    ATTENTION_KNOBS,
     ATTENTION_VARIANTS,
     D,
     attend,
     closest,
+    knobbed,
     merge_heads,
     named_scales,
     shape_scales,
@@ -30,6 +32,7 @@ from drill.judge.specs._common import (
     TOLERANCES,
     Draw,
     causal_mask,
+    knob_pair_bugs,
     module_case,
     reference_with_grads,
     repeat_probe,
@@ -260,6 +263,38 @@ BUGS = [*variant_bugs(D, ATTENTION_VARIANTS, _core_bug)] + [
     *NAMED_SCALES,
     Bug(D["wrong_scale"], _fit_scale, "another factor made of the sizes", fit=True),
 ]
+
+# Two mistakes in one file (issue 31): the head plumbing's and the scale's change every test, so they come first
+# and the attention core's (softmax axis, mask) after them; `attend`'s knobs go to the core, the rest to
+# `mha_variant`. A scale given as a function of the case is a factor made of its sizes.
+MHA_KNOBS: tuple[tuple[str, str, dict], ...] = (
+    ("split_heads_no_transpose", "view without transpose", {"split_ok": False}),
+    ("merge_heads_no_transpose", "reshape without transpose", {"merge_ok": False}),
+    ("heads_strided_split", "view(B, T, d_head, n_heads) to split", {"strided_split": True}),
+    ("missing_output_projection", "no o_proj", {"out_proj": False}),
+    ("missing_scale", "no scaling", {"scale": 1.0}),
+    ("wrong_scale", "scaled by 1/sqrt(d_model)", {"scale": lambda c: 1.0 / math.sqrt(c.args["x"].shape[-1])}),
+    ("wrong_scale", "divided by d_head", {"scale": lambda c: c.ctx["n_heads"] / c.args["x"].shape[-1]}),
+    *(knob for knob in ATTENTION_KNOBS if "scale" not in knob[2]),
+    ("mask_heads_collapsed", "head 0's mask for every head", {"head0_mask": True}),
+    ("mask_1d_on_queries", "(T,) mask unsqueezed to (T, 1)", {"mask_1d_on_queries": True}),
+)
+_CORE_KNOBS = {"dim", "fill", "invert"}
+
+
+def _knobbed_mha(knobs: dict):
+    core = {k: v for k, v in knobs.items() if k in _CORE_KNOBS}
+    rest = {k: v for k, v in knobs.items() if k not in _CORE_KNOBS}
+
+    def fn(case: Case):
+        scale = rest.get("scale")
+        kw = {**rest, "scale": scale(case) if callable(scale) else scale}
+        return mha_variant(case, core=knobbed({**core, "scale": kw.pop("scale")}) if core else None, **kw)
+
+    return fn
+
+
+BUGS += knob_pair_bugs({**D, **MHA_D}, MHA_KNOBS, _knobbed_mha)
 
 SPEC = Spec(
     name="mha",
