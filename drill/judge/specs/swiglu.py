@@ -14,7 +14,15 @@ import torch.nn.functional as F
 
 from drill.judge.registry import default
 from drill.judge.spec import KIND_MAP, KIND_MODULE, Bug, Case, Diagnosis, Spec
-from drill.judge.specs._common import TOLERANCES, Draw, module_case, reference_with_grads, repeat_probe, twice_probes
+from drill.judge.specs._common import (
+    TOLERANCES,
+    Draw,
+    knob_pair_bugs,
+    module_case,
+    reference_with_grads,
+    repeat_probe,
+    twice_probes,
+)
 
 MULTIPLE_OF = default("swiglu", "multiple_of")  # the contract's default
 
@@ -152,6 +160,16 @@ BUGS = (
     Bug(SD["ffn_hidden_rounding"], _rounding(lambda d, m: _up(-(-8 * d // 3), m)),
         "ceil(8 * d_model / 3) before rounding up"),
 )
+
+# Two mistakes in one file (issue 31): the gate and up weights swapped together with another activation.
+SWIGLU_KNOBS: tuple[tuple[str, str, dict], ...] = (
+    ("swiglu_gate_up_swapped", "the activation on w_up", {"swap": True}),
+    ("swiglu_wrong_activation", "relu", {"act": F.relu}),
+    ("swiglu_wrong_activation", "gelu", {"act": F.gelu}),
+    ("swiglu_wrong_activation", "gelu (tanh)", {"act": lambda t: F.gelu(t, approximate="tanh")}),
+    ("swiglu_wrong_activation", "sigmoid", {"act": torch.sigmoid}),
+)
+BUGS += knob_pair_bugs(SD, SWIGLU_KNOBS, lambda knobs: _mlp(knobs.get("act", F.silu), knobs.get("swap", False)))
 
 SPEC = Spec(
     name="swiglu",
