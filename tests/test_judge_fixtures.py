@@ -174,13 +174,7 @@ def test_two_bug_files_mostly_get_a_partial_name(graded: Graded) -> None:
 # Two known mistakes in one file: both are named (issue 31), the second in the detail, whether each shows alone on
 # some tests or only together (a composed variant). A new two-bug fixture is held to it unless listed here, with
 # why: these still name one mistake, or none.
-ONE_NAMED_YET = {
-    "attention/bug_wrong_scale__two_bugs_masked_row_nan.py": "the NaN row is left out of the value match",
-    "kv_cache/bug_kv_rope_positions_restart__two_bugs_kv_mask_first_call_only.py": "no composed cache replays",
-    "mha/bug_missing_scale__two_bugs_missing_output_projection.py": "unknown: both change every test",
-    "mha/bug_split_heads_no_transpose__two_bugs_wrong_scale.py": "unknown: both change every test",
-    "swiglu/bug_swiglu_gate_up_swapped__two_bugs_swiglu_wrong_activation.py": "unknown: both change every test",
-}
+ONE_NAMED_YET: dict[str, str] = {}
 BOTH_NAMED = sorted(str(p.relative_to(ROOT)) for p in FILES
                     if TWO in p.stem and str(p.relative_to(ROOT)) not in ONE_NAMED_YET)
 

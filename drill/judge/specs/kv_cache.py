@@ -35,7 +35,15 @@ from drill.judge.diagnose import GENERIC
 from drill.judge.registry import default
 from drill.judge.spec import FORBIDDEN_ATTENTION, FORBIDDEN_ATTENTION_CLASSES, Bug, Case, Spec
 from drill.judge.specs._attention_bugs import D as AD
-from drill.judge.specs._common import DTYPES, TOLERANCES, Draw, module_dtype, reference_with_grads, variant_bugs
+from drill.judge.specs._common import (
+    DTYPES,
+    TOLERANCES,
+    Draw,
+    knob_pair_bugs,
+    module_dtype,
+    reference_with_grads,
+    variant_bugs,
+)
 from drill.judge.specs._kv_bugs import (
     KD,
     KV_VARIANTS,
@@ -172,6 +180,16 @@ def _bug(knobs: dict):
     return lambda case: replay(case, **knobs)
 
 
+# Two mistakes in one file (issue 31): every two of the cache's knobs replayed together, the cache's own mistakes
+# first, then the attention's (the scale, the heads' layout) that ride along in the same replay.
+KV_KNOBS = (
+    *KV_VARIANTS,
+    ("missing_scale", "no 1/sqrt(d_head) scaling", {"scale": 1.0}),
+    ("scale_after_softmax", "probabilities divided by sqrt(d_head) after the softmax", {"scale_after": True}),
+    ("heads_strided_split", "heads split as (d_head, heads)", {"strided": True}),
+)
+
+
 SPEC = Spec(
     name="kv_cache",
     graded=(TARGET,),
@@ -195,7 +213,8 @@ SPEC = Spec(
         Bug(GENERIC["state_between_calls"], stale_rope(label),
             f"{label}: a later call of the same length reuses an earlier call's angles")
         for label, _, _ in STALE_KEYS
-    ),
+    )
+    + knob_pair_bugs({**KD, **AD}, KV_KNOBS, _bug),
     exception_bugs=(("without overflow", AD["fp16_fill_overflow"]),),
     forbidden=FORBIDDEN_ATTENTION,
     forbidden_classes=FORBIDDEN_ATTENTION_CLASSES,
