@@ -17,6 +17,8 @@ misuse that raises another exception is told which one the contract wants.
 from __future__ import annotations
 
 import math
+import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -226,6 +228,51 @@ def test_another_exception_is_told_which_one_the_contract_wants(tmp_path: Path, 
     assert r.status == "fail" and r.diagnosis.id == "paged_wrong_exception", (r.status, r.diagnosis)
     said = [t.message for t in r.tests if t.status != "pass" and "exception types" in t.name]
     assert said and "the contract wants KeyError, your code raised IndexError" in said[0], said
+
+
+def test_exhaustion_raising_an_unlisted_type_is_named_by_its_type(tmp_path: Path, fork_server) -> None:
+    good = (SOLUTIONS / "good_set_min.py").read_text()
+    text = good.replace('raise RuntimeError(f"need', 'raise MemoryError(f"need')
+    assert text != good
+    r = _grade(tmp_path, text, fork_server)
+    said = [t.message for t in r.tests if t.status != "pass" and "exception types" in t.name]
+    assert r.diagnosis.id == "paged_wrong_exception" and said, (r.diagnosis, said)
+    assert "the contract wants RuntimeError, your code raised MemoryError" in said[0], said
+
+
+def test_a_failure_is_said_as_the_op_the_sequence_and_the_position(tmp_path: Path, fork_server) -> None:
+    """Not an element index of a concatenation the learner never built: the op, the id, the position."""
+    r = _grade(tmp_path, (SOLUTIONS / "bug_paged_eager_block__floor_plus_one.py").read_text(), fork_server)
+    said = {t.name.rsplit(": ", 1)[1]: t.message for t in r.tests if t.status != "pass"}
+    assert "after op " in said["block counts and num_free_blocks"] and (
+        "num_free_blocks()" in said["block counts and num_free_blocks"]
+        or "block count" in said["block counts and num_free_blocks"]), said
+    assert "your code raised RuntimeError, the contract wants it to return" in said["the exceptions"], said
+    assert "got 2, expected -1" not in r.diagnosis_detail, r.diagnosis_detail  # codes are said as exceptions
+    r = _grade(tmp_path, (SOLUTIONS / "bug_paged_logical_as_physical__pool_index.py").read_text(), fork_server)
+    gather = [t.message for t in r.tests if t.status != "pass" and t.name.endswith("gather's (k, v)")]
+    assert gather and all(re.search(r"; the worst is op \d+, gather\(.+\), position \d+$", m) for m in gather), gather
+    attn = [t.message for t in r.tests if t.status != "pass" and t.name.endswith("paged_attention's outputs")]
+    assert attn and all(re.search(r"; the worst is op \d+, the query of sequence .+$", m) for m in attn), attn
+
+
+def test_the_cases_of_one_script_run_it_once() -> None:
+    """Each script's seven reports come from one run (the child and every known mistake), not seven."""
+    made = []
+
+    class Counted(PagedKVCache):
+        def __init__(self, *args, **kwargs):
+            made.append(1)
+            super().__init__(*args, **kwargs)
+
+    cases = _prepared(5)
+    scripts = {repr([(k, v) for k, v in c.extra.items() if k != "returns"]) for c in cases}
+    assert all(_ok(c, _run(Counted, c)) for c in cases)
+    assert len(made) == len(scripts) < len(cases), (len(made), len(scripts), len(cases))
+    other = next(c for c in cases if c.extra["returns"] == "attn")
+    changed = {name: t + 1 if t.is_floating_point() else t for name, t in other.args.items()}
+    pk.drive(Counted, paged_attention, replace(other, args=changed))  # other values: run again
+    assert len(made) == len(scripts) + 1
 
 
 def test_the_starter_is_not_implemented(fork_server) -> None:

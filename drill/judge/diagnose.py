@@ -655,8 +655,9 @@ def example(cases: list[CaseEval]) -> str:
         return ""
     ev = min(failing, key=simplicity)
     fw = ev.forward
-    if fw.worst_got is None or fw.worst_expected is None:  # an exact answer (exact.py) says what differs
-        said = f": {fw.brief}" if ev.case.kind == "exact" and fw.brief else ""
+    codes = ev.case.ctx.get("codes", False)  # values that are codes (paged_kv's exceptions): its message says them
+    if fw.worst_got is None or fw.worst_expected is None or codes:  # an exact answer (exact.py) says what differs
+        said = f": {fw.brief}" if (ev.case.kind == "exact" or codes) and fw.brief else ""
         return f"; simplest failing test: '{ev.case.name}'{said}"
     at = f" {fw.where}" if fw.where else (f" at {list(fw.worst_index)}" if fw.worst_index else "")
     return (f"; simplest failing test: '{ev.case.name}', got {_num(fw.worst_got)}, expected "

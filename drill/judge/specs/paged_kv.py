@@ -26,6 +26,7 @@ run through the same driver as the learner's file. What the scenarios hold:
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -249,8 +250,16 @@ def _v(**knobs: Any):
 
 # ---------------------------------------------------------------- the oracle: contiguous caches
 
-def oracle(extra: dict, tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """The driver's outputs as the contract fixes them, from one contiguous (T, n_kv, d) pair per sequence."""
+def oracle(extra: dict, tensors: dict[str, torch.Tensor],
+           places: dict[str, list[str]] | None = None) -> dict[str, torch.Tensor]:
+    """The driver's outputs as the contract fixes them, from one contiguous (T, n_kv, d) pair per sequence.
+
+    `places`, when given, is filled with what each row of the float outputs and each entry of "blocks" stands for
+    (the op, the sequence, the position), so a failure is said in the script's terms rather than as an index.
+    """
+    said = places if places is not None else {}
+    for r in ("attn", "gather", "layout", "blocks"):
+        said[r] = []
     nb, bs, n_kv, d, dtype = extra["pool"]
     dt = getattr(torch, dtype)
     seqs: dict[Any, list[torch.Tensor]] = {}
@@ -289,6 +298,8 @@ def oracle(extra: dict, tensors: dict[str, torch.Tensor]) -> dict[str, torch.Ten
                 gathered.append(torch.full((0, 2, n_kv, d), float("nan")))
             else:
                 gathered.append(torch.stack(seqs[sid], 1).float())
+                said["gather"] += [f"op {len(raises) + 1}, gather({sid!r}), position {p}"
+                                   for p in range(seqs[sid][0].shape[0])]
         elif kind == "attend":
             q = tensors[op["q"]]
             n_heads = q.shape[1]
@@ -299,10 +310,16 @@ def oracle(extra: dict, tensors: dict[str, torch.Tensor]) -> dict[str, torch.Ten
                 w = (torch.einsum("hd,thd->ht", q[i].float(), k) / math.sqrt(d)).softmax(-1)
                 rows.append(torch.einsum("ht,thd->hd", w, v).to(q.dtype).float())
             attn.append(torch.stack(rows))
+            said["attn"] += [f"op {len(raises) + 1}, the query of sequence {paged_kind.seq_id(x)!r}" for x in op["ids"]]
         raises.append(c)
-        for k, v in seqs.values():
+        after = f"after op {len(raises)} ({_op_text(op)})"
+        for s, (k, v) in seqs.items():
             layout.append(torch.stack([k, v], 1).float())
+            said["layout"] += [f"{after}, sequence {s!r} position {p}" for p in range(k.shape[0])]
         blocks.extend([*(math.ceil(k.shape[0] / bs) for k, _ in seqs.values()), nb - held(), 0, 0])
+        said["blocks"] += [*(f"{after}: sequence {s!r}'s block count" for s in seqs),
+                           f"{after}: num_free_blocks()", f"{after}: blocks shared by two table entries",
+                           f"{after}: table entries outside 0 .. num_blocks - 1"]
     empty = torch.zeros(0, 2, n_kv, d)
     return {"attn": torch.cat(attn) if attn else torch.zeros(0), "gather": torch.cat(gathered) if gathered else empty,
             "layout": torch.cat(layout) if layout else empty, "blocks": torch.tensor(blocks, dtype=torch.int64),
@@ -310,7 +327,8 @@ def oracle(extra: dict, tensors: dict[str, torch.Tensor]) -> dict[str, torch.Ten
 
 
 def reference(case: Case):
-    return oracle(case.extra, case.args)[case.extra["returns"]], {}
+    out, _ = paged_kind.RUNS.get((oracle,), case.extra, case.args, lambda: (oracle(case.extra, case.args), None))
+    return out[case.extra["returns"]], {}
 
 
 # ---------------------------------------------------------------- scripts
@@ -384,6 +402,10 @@ def _cases(name: str, script: Script, returns: tuple[str, ...] = paged_kind.RETU
                "dtype": script.dtype if is_float else "int64", "ops": [_op_text(o) for o in script.ops]}
         case = Case(name=f"{label}: {WHAT[r]}", target=TARGET, kind=KIND, args=dict(script.tensors),
                     extra={**extra, "returns": r}, out_dtype=torch.float32 if is_float else torch.int64, ctx=ctx)
+        if r in (*FLOAT_RETURNS, "blocks"):
+            case.ctx["locate"] = _locate(case)
+        if r == "raises":
+            case.ctx.update(locate=_locate_raise(case), codes=True)
         if r == "storage":
             case.judge = _storage_judge(case)
         if r == "raises":
@@ -392,6 +414,45 @@ def _cases(name: str, script: Script, returns: tuple[str, ...] = paged_kind.RETU
     if "raises" in returns:
         cases.append(_exception_case(label, extra, script))
     return cases
+
+
+def _locate(case: Case):
+    """A failing comparison's worst (or first non-finite) element said as the op, the sequence and the position."""
+
+    def locate(comparison):
+        if comparison.ok or not comparison.worst_index:
+            return comparison
+        places: dict[str, list[str]] = {}
+        oracle(case.extra, case.args, places)  # only on a failure: the rows' names, not the values
+        rows = places[case.extra["returns"]]
+        row = comparison.worst_index[0]
+        if not 0 <= row < len(rows):
+            return comparison
+        said = rows[row]
+        first = "the first NaN/inf" if comparison.reason == "nonfinite" else "the worst"
+        short = f"{said}: {(comparison.short or comparison.message).removeprefix('output: ')}"
+        return replace(comparison, message=f"{comparison.message}; {first} is {said}", short=short, where=said)
+
+    return locate
+
+
+def _locate_raise(case: Case):
+    """The first op that raised where it should return, or returned where it should raise, said as that op."""
+
+    def said(code: float | None, past: bool) -> str:
+        if code is None or code < 0:
+            return "returned" if past else "return"
+        return f"{'raised' if past else 'raise'} {paged_kind.EXCEPTIONS[int(code)]}"
+
+    def locate(comparison):
+        if comparison.ok or not comparison.worst_index or not 0 <= comparison.worst_index[0] < len(case.ctx["ops"]):
+            return comparison
+        i = comparison.worst_index[0]
+        msg = (f"op {i + 1}, {case.ctx['ops'][i]}: your code {said(comparison.worst_got, True)}, the contract wants it "
+               f"to {said(comparison.worst_expected, False)}")
+        return replace(comparison, message=msg, short=msg, where=f"op {i + 1}")
+
+    return locate
 
 
 def _raised_at_expected(ops: list[dict]):
@@ -431,8 +492,8 @@ def _exception_judge(case: Case):
         for i, (g, w) in enumerate(zip(got.tolist(), want.tolist(), strict=True)):
             if w >= 0 and g >= 0 and g != w:
                 names = paged_kind.EXCEPTIONS
-                msg = (f"op {i + 1}, {case.ctx['ops'][i]}: the contract wants {names[w]}, your code raised "
-                       f"{names[g]}")
+                raised = names[g] if names[g] != "Exception" else f"another type (none of {', '.join(names[:-1])})"
+                msg = f"op {i + 1}, {case.ctx['ops'][i]}: the contract wants {names[w]}, your code raised {raised}"
                 return Comparison(False, "values", msg, short=msg, diagnosis=PD["paged_wrong_exception"])
         return Comparison(True, "", "")
 
