@@ -180,6 +180,20 @@ def test_the_model_answers_a_batch_as_each_row_alone() -> None:
     assert lm.rows == [3, 1, 1, 1, 1, 1]
 
 
+def test_a_batch_is_bit_for_bit_each_row_alone_on_every_case_model() -> None:
+    """The model computes a call's rows in one batch (TinyLM.logprobs); a learner batching its beams otherwise
+    than the reference must still see the same bits, so the answers cannot depend on how calls are grouped."""
+    gen = torch.Generator().manual_seed(3)
+    for c in _prepared(1) + _prepared(7):
+        lm = bs._model(c)
+        for t in (1, 2, 5, 11):
+            rows = torch.randint(0, lm.vocab, (7, t), generator=gen)
+            rows[:, 0] = 0
+            together = lm.logprobs(rows)
+            for i in range(7):
+                assert torch.equal(together[i], lm.logprobs(rows[i: i + 1])[0]), (c.name, t, i)
+
+
 def test_the_answer_vector_grades_the_score_within_1e_4_and_tokens_exactly() -> None:
     c = _prepared(0)[4]
     toks, score = c.ctx["tokens"], c.ctx["score"]

@@ -7,8 +7,8 @@ the whole prefix. The parent builds the same model from the same tensors (this f
 and computes the expected answer with the reference, so both sides read one definition.
 
 The model, for one row x_0 .. x_{t-1} (x_0 = bos): z = sum_i emb[x_i] * DECAY^(t-1-i) + pos[min(t-1, P-1)],
-logits = tanh(z) @ w + bias, log_softmax in float64, returned as fp32 (N, V). Each row is computed on its own,
-so a batch of N rows gives each row the values it gets alone: the learner may batch its beams or not.
+logits = tanh(z) @ w + bias, log_softmax in float64, returned as fp32 (N, V). A batch of N rows gives each row
+the values it gets alone (`TinyLM.logprobs`): the learner may batch its beams or not.
 
 A repeat-call probe (the case's `repeat`: other model tensors of the same shapes) runs one search on that model
 first, with its own counter, and grades only the second.
@@ -57,14 +57,25 @@ class TinyLM:
         self.vocab = int(emb.shape[0])
         self.rows: list[int] = []
         self.max_calls = max_calls
+        self._weights: dict[int, torch.Tensor] = {}
 
-    def row(self, seq: list[int]) -> torch.Tensor:
-        t = len(seq)
-        weights = torch.tensor([DECAY ** (t - 1 - i) for i in range(t)], dtype=torch.float64)
-        z = (self.emb[torch.tensor(seq, dtype=torch.int64)] * weights[:, None]).sum(0)
-        z = z + self.pos[min(t - 1, self.pos.shape[0] - 1)]
-        logits = torch.tanh(z) @ self.w + self.bias
+    def logprobs(self, seqs: torch.Tensor) -> torch.Tensor:
+        """(N, V) fp32 log-probs of N prefixes of one length t, (N, t) int64. Batched, yet each row gets the
+        bits it gets alone: both sums run along a dimension that is not the innermost (t, then d), which torch
+        accumulates in order element by element, whatever N (checked bit for bit on 18 000 rows); the matmul
+        is written as such a sum because a BLAS product may order its sums differently for one row and many."""
+        t = int(seqs.shape[1])
+        weights = self._weights.get(t)
+        if weights is None:
+            weights = self._weights[t] = torch.tensor([DECAY ** (t - 1 - i) for i in range(t)],
+                                                      dtype=torch.float64)[None, :, None]
+        z = (self.emb[seqs] * weights).sum(1) + self.pos[min(t - 1, self.pos.shape[0] - 1)]
+        logits = (torch.tanh(z)[:, :, None] * self.w).sum(1) + self.bias
         return torch.log_softmax(logits, -1).float()
+
+    def rows_of(self, seqs: list[list[int]]) -> torch.Tensor:
+        """logprobs of a list of prefixes of one length."""
+        return self.logprobs(torch.tensor(seqs, dtype=torch.int64))
 
     def __call__(self, tokens: Any) -> torch.Tensor:
         if len(self.rows) >= self.max_calls:
@@ -88,8 +99,7 @@ class TinyLM:
             # an IndexError as the model's embedding lookup would raise: the learner's own bug, not a type
             raise IndexError(f"step_logprobs was called with a token id outside 0 .. {self.vocab - 1}")
         self.rows.append(int(cpu.shape[0]))
-        out = torch.stack([self.row(r) for r in cpu.tolist()])
-        return out.to(device)
+        return self.logprobs(cpu).to(device)
 
 
 def model_of(tensors: dict[str, torch.Tensor]) -> TinyLM:

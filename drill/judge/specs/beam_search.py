@@ -154,7 +154,7 @@ def _search(model, bos: int, eos: int, k: int, t_max: int, lp: float, *, trace: 
     for s in range(1, t_max + 1):
         if not running:
             break
-        logp = torch.stack([model.row([bos] + toks) for toks, _ in running]).double()
+        logp = model.rows_of([[bos] + toks for toks, _ in running]).double()
         v = logp.shape[1]
         step = logp.exp() if accumulate == "probs" else logp
         sums = torch.tensor([tot for _, tot in running], dtype=torch.float64)[:, None] + step
@@ -237,7 +237,7 @@ def _search_product(model, bos, eos, k, t_max, lp):
     running: list[tuple[list[int], float]] = [([], 0.0)]
     hyps: list[tuple[float, list[int]]] = []
     for s in range(1, t_max + 1):
-        logp = torch.stack([model.row([bos] + toks) for toks, _ in running]).double()
+        logp = model.rows_of([[bos] + toks for toks, _ in running]).double()
         v = logp.shape[1]
         sums = torch.tensor([tot for _, tot in running], dtype=torch.float64)[:, None] + logp
         order = torch.sort(sums.reshape(-1), descending=True, stable=True).indices[: 2 * k].tolist()
