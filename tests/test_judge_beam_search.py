@@ -258,3 +258,21 @@ def test_a_failing_test_shows_both_answers(fork_server) -> None:
     assert result.status == "fail" and result.diagnosis.id == "beam_no_early_stop"
     failing = [t for t in result.tests if t.status != "pass"]
     assert failing and all("got tokens [" in t.message and "expected [" in t.message for t in failing)
+
+
+def test_error_sizes_are_the_scores_own(tmp_path: Path, fork_server) -> None:
+    """max abs/rel err speak of the score, not of the answer vector whose scale is LENGTH_BASE; a file whose
+    tokens are wrong has no error size (a token id's difference means nothing)."""
+    src = (FIXTURES / "good_flat_topk.py").read_text()
+    assert "    return hyp_tokens[best], hyp_scores[best]\n" in src
+    path = tmp_path / "beam_search.py"
+    path.write_text(src.replace("return hyp_tokens[best], hyp_scores[best]",
+                                "return hyp_tokens[best], hyp_scores[best] + 5e-5"))
+    result = _grade(path, fork_server)
+    assert result.status == "pass"
+    for t in result.tests:
+        assert t.max_abs is not None and 4e-5 < t.max_abs < 6e-5, (t.name, t.max_abs)
+        assert t.max_rel is not None and t.max_rel > 5e-5 / 100, (t.name, t.max_rel)  # |score| < 100, not / 1e4
+    wrong = _grade(FIXTURES / "bug_beam_no_early_stop__runs_to_max.py", fork_server)
+    differing = [t for t in wrong.tests if t.status == "fail" and "differ at token" in t.message]
+    assert differing and all(t.max_abs is None and t.max_rel is None for t in differing)

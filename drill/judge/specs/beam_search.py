@@ -304,13 +304,20 @@ def _draw_model(d: Draw, v: int, t_max: int, *, sharp: float, eos: int, eos_bias
 
 
 def _locate(case: Case):
-    """Say a failing answer as the two (tokens, score) pairs, and where they first differ."""
+    """Say a failing answer as the two (tokens, score) pairs, and where they first differ; and the error sizes
+    as the score's own (the answer vector's scale is LENGTH_BASE, so its |diff| / max|expected| would be the
+    score's error over 10 000), none where the tokens differ (a token id's difference is no error size)."""
 
     def locate(comparison):
-        if comparison.ok or "got" not in case.ctx:
+        if "got" not in case.ctx:
             return comparison
         g_toks, g_score, _, _ = beam.decode(case.ctx["got"])
         e_toks, e_score = case.ctx["tokens"], case.ctx["score"]
+        off = abs(g_score - e_score) if g_toks == e_toks and math.isfinite(g_score) else None
+        rel = None if off is None else (off / abs(e_score) if e_score else off)
+        comparison = replace(comparison, max_abs=off, max_rel=rel)
+        if comparison.ok:
+            return comparison
         if g_toks != e_toks:
             at = next((i for i, (x, y) in enumerate(zip(g_toks, e_toks, strict=False)) if x != y),
                       min(len(g_toks), len(e_toks)))
