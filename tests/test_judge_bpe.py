@@ -96,8 +96,21 @@ def test_each_seed_has_the_forms_the_contract_names(seed: int) -> None:
         assert form in names, form
     sizes = [_train_args(c)[1] for c in cases if c.extra["exact"]["steps"][0].get("call") == "train_bpe"
              and not c.ctx.get("speed")]
-    assert min(sizes) < 256 + 20 and cases[-1].ctx.get("speed")
-    assert cases[-1].judge is not None and len(_train_args(cases[-1])[0]) >= 500_000  # the contract's 500 KB
+    train, encode = cases[-2:]
+    assert min(sizes) < 256 + 20 and train.ctx.get("speed") and encode.ctx.get("report") == "encode"
+    assert train.judge is not None and len(_train_args(train)[0]) >= 500_000  # the contract's 500 KB
+    text = exact.decode(encode.extra["exact"]["steps"][1]["args"][0]["v"], "str")
+    assert len(text) == spec.ENCODE_CHARS  # the contract's 200 KB
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_rank_case_separates_a_by_frequency_encode_on_every_seed(seed: int) -> None:
+    """Seed 3 once drew three words whose (b, a) and (a, b) counts tie, and a by-frequency encode breaking
+    ties by rank passed every test: this case alone must tell the two apart."""
+    case = next(c for c in spec.make_cases(seed) if c.name.startswith("rank, not frequency"))
+    case.expected, _ = spec.reference(case)
+    bug = next(b for b in spec.SPEC.bugs if b.diagnosis.id == "bpe_encode_by_frequency")
+    assert not torch.equal(bug.fn(case), case.expected)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -219,3 +232,38 @@ def test_a_wrong_python_type_is_named_in_the_contracts_terms(tmp_path: Path) -> 
     r = check_file(path, seed=2)
     assert r.status == "fail" and r.diagnosis.id == "wrong_type"
     assert "train_bpe[1][0][0] is str" in r.diagnosis_detail and "torch.Tensor" not in r.diagnosis.fix
+
+
+def _slow_encode_file(tmp_path: Path) -> Path:
+    """good_plain_loop with encode scanning the merges list, rank by rank, for a pair of the pre-token: right
+    answers, O(merges x length) per merge."""
+    src = (SOLUTIONS / "good_plain_loop.py").read_text()
+    fast = """                    ranked = [(self.ranks[(w[i], w[i + 1])], i) for i in range(len(w) - 1)
+                              if (w[i], w[i + 1]) in self.ranks]
+"""
+    slow = """                    ranked = []
+                    for r, pair in enumerate(self.merge_list):
+                        ranked = [(r, i) for i in range(len(w) - 1) if (w[i], w[i + 1]) == pair][:1]
+                        if ranked:
+                            break
+"""
+    assert fast in src and "        self.ranks = {}\n" in src
+    path = tmp_path / "bpe.py"
+    keep = "        self.ranks = {}\n"
+    path.write_text(src.replace(fast, slow).replace(keep, keep + "        self.merge_list = list(merges)\n"))
+    return path
+
+
+@pytest.mark.slow
+def test_a_slow_encode_is_reported_and_fails_only_under_strict(tmp_path: Path, fork_server) -> None:
+    slow = _slow_encode_file(tmp_path)
+    limits = Limits(timeout_s=120, cpu_s=120)
+    r = check_file(slow, exercise="bpe", seed=2, limits=limits, pool=fork_server)
+    assert r.status == "pass", (r.status, r.diagnosis_detail)
+    assert len(r.advisories) == 1 and r.advisories[0].startswith("bpe_encode_slow: encode on 200 KB"), r.advisories
+    assert "pair -> rank" in r.advisories[0]
+    strict = check_file(slow, exercise="bpe", seed=2, limits=limits, pool=fork_server, strict=True)
+    assert strict.status == "fail" and "--strict" in strict.diagnosis_detail
+    plain = check_file(SOLUTIONS / "good_plain_loop.py", exercise="bpe", seed=2, limits=limits, pool=fork_server,
+                       strict=True)
+    assert plain.status == "pass" and plain.advisories == [], plain.advisories
