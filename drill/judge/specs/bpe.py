@@ -578,8 +578,10 @@ def encode_speed_case(english: str, text: str) -> Case:
     part = text[: len(text) // ENCODE_SCALE]  # the yardstick's time is linear in the text (no cache)
     yardstick = _reference_source() + "\nTokenizer = UncachedTokenizer\n"  # the steps call it by that name
     extra = {"exact": {"steps": steps, "returns": "str", "label": "Tokenizer.encode",
+                       # stopped at the factor itself: a report needs only to know it is over (a failing
+                       # file's slow encode, e.g. bpe_no_pretokenize's one piece, costs 5x the reference, not 10x)
                        "timing": {"reference": yardstick, "runs": SPEED_RUNS, "factor": SPEED_FACTOR,
-                                  "stop": SPEED_STOP, "scale": len(text) / len(part),
+                                  "stop": SPEED_FACTOR, "scale": len(text) / len(part),
                                   "reference_steps": [built, {"on": 0, "method": "encode",
                                                               "args": [_v(part, "str")]}]}}}
     return Case(name=f"speed: encode {len(text) // 1000} KB with {len(merges)} merges (reported above "
@@ -619,7 +621,7 @@ def advise(cases: list[Case], gots: list) -> list[str]:
         base = statistics.median(ref)
         took = mine[-1] if stopped else statistics.median(mine)
         if stopped or took > SPEED_FACTOR * base:
-            how = f"stopped after {took:.2f} s, past {SPEED_STOP:g}x" if stopped else \
+            how = f"stopped after {took:.2f} s, past {SPEED_FACTOR:g}x" if stopped else \
                 f"took {took:.2f} s, {took / max(base, 1e-9):.1f}x"
             return [f"bpe_encode_slow: encode on {ENCODE_CHARS // 1000} KB {how} the reference's {base:.2f} s of "
                     f"CPU (over the {SPEED_FACTOR:g}x it should stay within): merge by rank through a pair -> rank "
