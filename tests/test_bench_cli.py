@@ -7,6 +7,7 @@ Every benchmark here runs the real isolated child on CPU at small sizes
 from __future__ import annotations
 
 import json
+import math
 import re
 import shlex
 import shutil
@@ -75,9 +76,20 @@ def test_json_shape(kv_runs) -> None:
     assert all(isinstance(doc["exponents"][i], float) for i in ("learner", "fused", "math"))
 
 
+def _fastest_run_exponent(doc: dict) -> float:
+    """The learner's growth exponent fitted to each size's fastest run (least squares in log-log).
+
+    The product fits medians; a load spike on this shared machine lifts a median (it once read 1.36 for
+    the quadratic file, which is ~1.9 on a quiet machine) far more than it lifts the fastest of the runs."""
+    xs = [math.log(s["size"]) for s in doc["sizes"]]
+    ys = [math.log(s["results"]["learner"]["min_s"]) for s in doc["sizes"]]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
+
+
 def test_quadratic_recompute_grows_clearly_faster_than_a_real_cache(kv_runs) -> None:
-    good = kv_runs["good"]["exponents"]["learner"]
-    quad = kv_runs["quadratic"]["exponents"]["learner"]
+    good = _fastest_run_exponent(kv_runs["good"])
+    quad = _fastest_run_exponent(kv_runs["quadratic"])
     assert quad > 1.4, quad  # O(T^2) work per decode step
     assert quad > good + 0.8, (quad, good)
     assert any("grows as" in w for w in kv_runs["quadratic"]["warnings"])
