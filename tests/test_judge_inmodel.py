@@ -142,7 +142,7 @@ def test_help_names_the_exercises_in_model_supports(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("COLUMNS", "300")
     monkeypatch.setenv("NO_COLOR", "1")
     out = " ".join(CliRunner().invoke(app, ["check", "--help"]).output.replace("│", " ").split())
-    assert "16 greedy tokens); for " + ", ".join(registry.in_model_names()) + "." in out, out
+    assert "one training step of its adapters); for " + ", ".join(registry.in_model_names()) + "." in out, out
 
 
 def test_token_divergence_is_named_by_step_not_by_id_difference(results) -> None:

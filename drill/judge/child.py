@@ -965,10 +965,17 @@ def run_inmodel(mod, case: dict, tensors: dict) -> dict:
     convention = getattr(mod, "CONVENTION", "half") if exercise == "rope" else "half"
     model = namespace["Decoder"](extra["config"], exercise,
                                  convention if convention in ("half", "interleaved") else "half")
-    model.load_state_dict({key[len("decoder."):]: tensors[t] for key, t in case["params"].items()})
+    weights = {key: tensors[t] for key, t in case["params"].items()}
+    model.load_state_dict({key[len("decoder."):]: t for key, t in weights.items() if key.startswith("decoder.")})
+    ids = tensors[case["args"][0]["t"]]
+    if exercise == "lora":  # the learner's layer wraps the decoder's projections: one training step
+        factors = {key[len("lora."):]: t for key, t in weights.items() if key.startswith("lora.")}
+        names = [key[len("decoder."):] for key in weights if key.startswith("decoder.")]
+        out = namespace["lora_run"](model.to(ids.device), mod.LoRALinear, factors, ids, extra["returns"],
+                                    r=int(extra["r"]), alpha=float(extra["alpha"]), lr=float(extra["lr"]), names=names)
+        return {"out": plain(out)}
     model.swap(exercise, mod)
     model.eval()
-    ids = tensors[case["args"][0]["t"]]
     model.to(ids.device)  # on a CUDA check the decoder and your component run on the GPU too
     if extra["returns"] == "logits":
         with torch.no_grad():

@@ -101,7 +101,8 @@ def check(
         "--memory-mb", help="Memory limit of the graded process, MB.", min=300)] = 2048,
     strict: Annotated[bool, typer.Option("--strict", help="Advisories fail the check too.")] = False,
     in_model: Annotated[bool, typer.Option(
-        "--in-model", help="Also run your component inside the reference decoder (logits + 16 greedy tokens); for "
+        "--in-model", help="Also run your component inside the reference decoder (logits + 16 greedy tokens; lora: "
+        "one training step of its adapters); for "
         + ", ".join(IN_MODEL_EXERCISES) + ".")] = False,
     no_audit: Annotated[bool, typer.Option(
         "--no-audit", help="Skip the advisory memory/work audits (gqa, kv_cache, moe).")] = False,

@@ -40,6 +40,8 @@ GRADED_PARTS = {
     # The whole layer is the learner's: no attention, RoPE, MLP or block of the reference's is sent
     # (RMSNorm stays, for the final norm after the last block).
     "decoder_block": ("Block", "Attention", "attend", "apply_rope", "SwiGLU"),
+    # Nothing cut: the learner's LoRALinear wraps the decoder's own q and v projections (lora_run).
+    "lora": (),
 }
 
 # The decoder_block exercise's attribute paths -> the reference layer's (Hugging Face Llama) names.
@@ -490,6 +492,68 @@ class Decoder(nn.Module):
         for i, layer in enumerate(self.model.layers):
             x = layer(x, positions, None if caches is None else caches[i])
         return self.lm_head(self.model.norm(x))
+
+
+# lora's in-model run wraps every layer's q and v projection (PEFT's default target_modules for Llama) in the
+# learner's LoRALinear. The grader freezes the rest of the decoder, as get_peft_model does; the two projections
+# are handed over trainable, as nn.Linear makes them, so freezing them is the learner's layer's job.
+LORA_TARGETS = ("q_proj", "v_proj")
+LORA_FACTORS = ("lora_A", "lora_B")
+
+
+def lora_factor(layer: Any, name: str) -> torch.Tensor:
+    """The tensor behind `layer.<name>`: the attribute itself, or its `.weight` (PEFT's nn.Linear layout)."""
+    held = getattr(layer, name)
+    return held if isinstance(held, torch.Tensor) else held.weight
+
+
+def lora_run(model: nn.Module, make: Any, factors: dict, ids: torch.Tensor, returns: str, *, r: int, alpha: float,
+             lr: float, names: list) -> torch.Tensor:
+    """One lora in-model case on `model` (left changed): wrap, then answer `returns`.
+
+    "logits": a forward with the grader's factors (eval mode). "step": the logits after one SGD step (lr) of
+    next-token cross-entropy on `ids` in train mode, over every parameter that requires a gradient.
+    "moved": int64 [values the step changed in each of the grader's own parameters, in the order of `names`...,
+    adapter factors the step changed, trainable values]; the grader's tensors are watched as objects, so a
+    layer that trains a copy of its base shows as an unmoved base (and fails "step").
+    """
+    own = dict(model.named_parameters())
+    for name, p in own.items():
+        if name.split(".")[-2] not in LORA_TARGETS:
+            p.requires_grad_(False)
+    adapters = []
+    for i, layer in enumerate(model.model.layers):
+        attn = layer.self_attn
+        for target in LORA_TARGETS:
+            wrapped = make(getattr(attn, target), r, alpha)
+            with torch.no_grad():
+                for f in LORA_FACTORS:
+                    t = lora_factor(wrapped, f)
+                    t.copy_(factors[f"{i}.{target}.{f}"])
+                    adapters.append(t)
+            setattr(attn, target, wrapped)
+    if returns == "logits":
+        model.eval()
+        with torch.no_grad():
+            return model(ids)
+    before = {n: p.detach().clone() for n, p in own.items()}
+    adapters_before = [a.detach().clone() for a in adapters]
+    model.train()
+    logits = model(ids[:, :-1])
+    loss = nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    loss.backward()
+    with torch.no_grad():
+        for p in trainable:
+            if p.grad is not None:
+                p.sub_(lr * p.grad)
+    model.eval()
+    if returns == "step":
+        with torch.no_grad():
+            return model(ids)
+    moved = [int((own[n].detach() != before[n]).sum()) for n in names]
+    factors_moved = sum(int(bool((a.detach() != b).any())) for a, b in zip(adapters, adapters_before, strict=True))
+    return torch.tensor(moved + [factors_moved, sum(p.numel() for p in trainable)], dtype=torch.int64)
 
 
 @torch.no_grad()

@@ -200,6 +200,10 @@ def cases_for(exercise: str, seed: int) -> list:
         from drill.errors import UserError
 
         raise UserError(f"--in-model is available for {', '.join(in_model_names())}, not {exercise}")
+    if exercise == "lora":  # a training step, not a generation (drill/judge/inmodel_lora.py)
+        from drill.judge.inmodel_lora import cases_for as lora_cases
+
+        return lora_cases(seed)
     conventions = ("half", "interleaved") if exercise in CONVENTION_EXERCISES else ("half",)
     gen = torch.Generator().manual_seed(seed)
     models = {}

@@ -39,7 +39,7 @@ def label(case: Any) -> str:
         return ""
     if is_token_case(case):
         return f"{int(case.extra.get('new_tokens', 0))} greedy tokens"
-    return "logits"
+    return {"step": "a training step", "moved": "what the step moved"}.get((case.extra or {}).get("returns"), "logits")
 
 
 def compare_tokens(got: torch.Tensor, expected: torch.Tensor, prompt_len: int) -> Comparison:

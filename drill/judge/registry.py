@@ -174,7 +174,7 @@ INDEX: tuple[Exercise, ...] = (
              "post_training", "medium", ("post_training",), "good_trl_style.py", wave=3),
     Exercise("lora", ("LoRALinear",),
              "a frozen nn.Linear plus a trainable low-rank update B A scaled alpha / r, PEFT's init, and its merge",
-             "post_training", "easy", ("peft", "post_training"), "good_parameters.py", wave=3),
+             "post_training", "easy", ("peft", "post_training"), "good_parameters.py", in_model=True, wave=3),
     Exercise("attention_backward", ("attention_backward",),
              "softmax attention's backward pass by hand: dq, dk, dv under any mask, empty rows zero, no autograd",
              "backprop", "medium", ("attention", "masking"), "good_closed_form.py", bench=True, wave=3),
