@@ -203,7 +203,7 @@ def cases_for(exercise: str, seed: int) -> list:
     if exercise == "lora":  # a training step, not a generation (drill/judge/inmodel_lora.py)
         from drill.judge.inmodel_lora import cases_for as lora_cases
 
-        return lora_cases(seed)
+        return lora_cases(seed, CONFIG, build_decoder)
     conventions = ("half", "interleaved") if exercise in CONVENTION_EXERCISES else ("half",)
     gen = torch.Generator().manual_seed(seed)
     models = {}

@@ -50,26 +50,27 @@ def trainable_per_layer(config: dict, r: int) -> int:
     return r * (d + d) + r * (d + h_kv * d // h)
 
 
-def cases_for(seed: int) -> list[Case]:
+def cases_for(seed: int, config: dict, build_decoder: Any) -> list[Case]:
+    """The three cases on inmodel.py's decoder (`config`, and `build_decoder(exercise, config)`), passed in so
+    that this module does not import the one that dispatches to it."""
     from drill.judge import spec
     from drill.judge.decoder import lora_run
-    from drill.judge.inmodel import CONFIG, build_decoder
     from drill.reference.lora import LoRALinear
 
     gen = torch.Generator().manual_seed(seed)
     r = int(torch.randint(2, 9, (1,), generator=gen))
     alpha = float([a for a in (4, 8, 16, 32) if a != r][int(torch.randint(0, 3, (1,), generator=gen))])
-    model = build_decoder("lora", CONFIG)
+    model = build_decoder("lora", config)
     model.init_weights(generator=torch.Generator().manual_seed(seed))
     state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    factors = _factors(gen, CONFIG, r)
-    ids = torch.randint(0, CONFIG["vocab_size"], (2, 9), generator=gen)
+    factors = _factors(gen, config, r)
+    ids = torch.randint(0, config["vocab_size"], (2, 9), generator=gen)
     names = list(state)
     params = {**{f"decoder.{k}": v for k, v in state.items()}, **{f"lora.{k}": v for k, v in factors.items()}}
-    extra = {"exercise": "lora", "config": CONFIG, "r": r, "alpha": alpha, "lr": LR}
+    extra = {"exercise": "lora", "config": config, "r": r, "alpha": alpha, "lr": LR}
     cases = []
     for returns in RETURNS:
-        fresh = build_decoder("lora", CONFIG)
+        fresh = build_decoder("lora", config)
         fresh.load_state_dict(state)
         t0 = spec.reference_clock()
         with torch.random.fork_rng(devices=[]):  # LoRALinear's init draws from the global generator
@@ -83,7 +84,7 @@ def cases_for(seed: int) -> list[Case]:
         case.reference_s = spec.reference_clock() - t0
         case.expected, case.expected_grads = expected, {}
         if returns == "moved":
-            case.judge = _judge_moved(names, expected, r)
+            case.judge = _judge_moved(names, expected, trainable_per_layer(config, r))
         cases.append(case)
     return cases
 
@@ -94,9 +95,7 @@ def _source() -> str:
     return source_for("lora")
 
 
-def _judge_moved(names: list[str], expected: torch.Tensor, r: int) -> Any:
-    from drill.judge.inmodel import CONFIG
-
+def _judge_moved(names: list[str], expected: torch.Tensor, per: int) -> Any:
     want_factors, want_trainable = int(expected[-2]), int(expected[-1])
 
     def judge(got: torch.Tensor) -> Comparison:
@@ -116,7 +115,6 @@ def _judge_moved(names: list[str], expected: torch.Tensor, r: int) -> Any:
                               "factors (lora_A and lora_B of every q and v projection): no gradient reached the "
                               "others, or they are not parameters of the model", short="an adapter did not move")
         if trainable != want_trainable:
-            per = trainable_per_layer(CONFIG, r)
             return Comparison(False, "values", f"the wrapped model has {trainable} trainable values; LoRA trains "
                               f"{want_trainable} (r * (in + out) per wrapped projection, {per} per layer)",
                               short="wrong trainable count")
