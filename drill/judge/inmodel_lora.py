@@ -68,6 +68,7 @@ def cases_for(seed: int, config: dict, build_decoder: Any) -> list[Case]:
     names = list(state)
     params = {**{f"decoder.{k}": v for k, v in state.items()}, **{f"lora.{k}": v for k, v in factors.items()}}
     extra = {"exercise": "lora", "config": config, "r": r, "alpha": alpha, "lr": LR}
+    source = _source()  # parsed once: the three cases send the same decoder
     cases = []
     for returns in RETURNS:
         fresh = build_decoder("lora", config)
@@ -78,7 +79,7 @@ def cases_for(seed: int, config: dict, build_decoder: Any) -> list[Case]:
         case = Case(
             name=f"in-model: {WHAT[returns]} of a 2-layer Llama (r={r}, alpha={alpha:g})",
             target="LoRALinear", kind="inmodel", args={"ids": ids}, params=params,
-            extra={**extra, "returns": returns, "decoder": _source()},
+            extra={**extra, "returns": returns, "decoder": source},
             ctx={"dtype": "int64" if returns == "moved" else "float32", "in_model": True},
         )
         case.reference_s = spec.reference_clock() - t0
@@ -96,6 +97,8 @@ def _source() -> str:
 
 
 def _judge_moved(names: list[str], expected: torch.Tensor, per: int) -> Any:
+    from drill.judge.decoder import LORA_TARGETS
+
     want_factors, want_trainable = int(expected[-2]), int(expected[-1])
 
     def judge(got: torch.Tensor) -> Comparison:
@@ -106,7 +109,7 @@ def _judge_moved(names: list[str], expected: torch.Tensor, per: int) -> Any:
             name, count = moved[0]
             others = f" (and {len(moved) - 1} more parameters)" if len(moved) > 1 else ""
             why = (": it is a base projection your LoRALinear wraps, which it must freeze (requires_grad False)"
-                   if name.split(".")[-2] in ("q_proj", "v_proj") else "")
+                   if name.split(".")[-2] in LORA_TARGETS else "")
             return Comparison(False, "values", f"the training step changed {count} values of {name}{others}; only "
                               f"lora_A and lora_B may move{why}", short=f"the step moved {name}")
         factors, trainable = int(got[-2]), int(got[-1])
