@@ -51,8 +51,32 @@ def _limit_early() -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
+def _enter_sandbox() -> dict:
+    """Layer 3, as for `drill check`: fresh namespaces, entered before torch is imported (a single thread).
+
+    `--sandbox=<spec>` is there when the parent could build one (sandbox.spec with drill's folders shown
+    read-only: this script imports them before the learner's file). Returns what is active.
+    """
+    if "sandbox" not in _OPTS:
+        return {"sandbox": "off", "reason": "not requested"}
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "judge", "sandbox_child.py")
+    spec = importlib.util.spec_from_file_location("_drill_sandbox_child", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    with open(_OPTS["sandbox"], encoding="utf-8") as fh:
+        plan = json.load(fh)
+    active = mod.enter(plan)
+    if active.get("fatal"):
+        os.write(2, f"drill sandbox: {active.get('reason')}\n".encode())
+        os._exit(71)
+    mod._libc = None  # no ctypes handle (its syscall, its mount) stays reachable once the learner's file runs
+    return active
+
+
+SANDBOX: dict = {"sandbox": "off", "reason": "not requested"}
 if __name__ == "__main__":
     _limit_early()
+    SANDBOX = _enter_sandbox()
 
 import torch  # noqa: E402
 
@@ -506,7 +530,10 @@ def main() -> None:
     """Read the job, set up the machine and the trusted code, load the learner's file, run the ladder."""
     global WORK
     job = json.loads(sys.stdin.read())
-    WORK = job["work"]
+    boxed = SANDBOX.get("sandbox") == "namespaces" and bool(job.get("inside"))
+    where = job["inside"] if boxed else {"work": job["work"], "learner": job["learner"],
+                                          "scratch": job.get("scratch", os.getcwd())}
+    WORK = where["work"]
     record({"event": "load"})
     _limit_late(job)
 
@@ -520,9 +547,15 @@ def main() -> None:
     machine = Machine(job)
     jc = _load_judge_child()
     jc.WORK = WORK
-    jc.LEARNER = os.path.realpath(job["learner"])
+    jc.LEARNER = os.path.realpath(where["learner"])
     running = Running(os.path.join(WORK, "running.json"))
     learner = Learner(jc, job)
+    # Layer 2's audit hook, as for `drill check`, from before the learner's file is imported to the end:
+    # no process, signal, socket, ctypes or frame walk, and writes only to scratch and the protocol folder.
+    # drill's folders stay readable: the benchmark's own code is drill's (a warning raised in the reference
+    # reads its source line), and `import drill` is refused by the hook and by Learner's meta-path trap.
+    jc.install_audit_hook([where["scratch"], WORK] + (["/tmp", "/dev/shm"] if boxed else []), [])
+    record({"event": "sandbox", **{k: v for k, v in SANDBOX.items() if k != "fatal"}, "audit_hook": True})
     if learner.load():
         # Everything alive now (torch, the reference, the learner's module) lives as long as the process:
         # moved out of the collector's sight, the gc.collect() after each size scans only what the ladder

@@ -113,6 +113,7 @@ class BenchReport:
     learner_error: str = ""  # a failure of the learner's code during the benchmark
     cut_short: bool = False  # a limit (time, memory, CPU) or a crash ended the run, not the ladder's own rules
     host_peak_rss_mb: float | None = None  # the benchmark process's peak resident memory (from the child)
+    sandbox: dict[str, Any] = field(default_factory=dict)  # the isolation the child had: {sandbox, reason, audit_hook}
     output_tail: str = ""
     elapsed_s: float = 0.0
 
@@ -265,6 +266,7 @@ class BenchReport:
             "cut_short": self.cut_short,
             "exit_code": self.exit_code,
             "host_peak_rss_mb": self.host_peak_rss_mb,
+            "sandbox": dict(self.sandbox) or None,
             "elapsed_s": round(self.elapsed_s, 3),
         }
 
@@ -333,6 +335,7 @@ def bench_file(path: str | Path, exercise: str | None = None, opts: BenchOptions
 
     from dataclasses import replace
 
+    from drill.judge.devices import gpu_nodes_visible
     from drill.judge.runner import Child, Limits
 
     limits = Limits(
@@ -340,8 +343,11 @@ def bench_file(path: str | Path, exercise: str | None = None, opts: BenchOptions
         cpu_s=(opts.timeout_s + STARTUP_SLACK_S) * opts.threads + 60.0,
         memory_mb=opts.memory_mb if opts.memory_mb is not None else DEFAULT_MEMORY_MB["cpu"],
     )
-    child = Child(limits, script=CHILD_SCRIPT)  # its torch import overlaps the check below
-    try:
+    # The child runs the learner's file from a copy, in the sandbox and under the audit hook, as `drill check`'s
+    # child does (issue 30: it once imported the original outside both, and a file wrote the progress store).
+    gpu = opts.device != "cpu" and gpu_nodes_visible()
+    child = Child(limits, script=CHILD_SCRIPT, learner=path, device="auto" if gpu else "cpu")  # its torch import
+    try:  # overlaps the check below
         device = resolve_device(opts.device)
         sizes = ladder(wl, device, opts.max_size)
         if opts.memory_mb is None and device != "cpu":
@@ -353,6 +359,8 @@ def bench_file(path: str | Path, exercise: str | None = None, opts: BenchOptions
         result = grade_one(path, name)
         if result.status != "pass":
             raise BenchRefused(result)
+        if child.learner_copy is None or child.learner_copy.read_bytes() != path.read_bytes():
+            raise UserError(f"{path} changed while it was being checked; run drill bench again")
         seed = opts.seed if opts.seed is not None else random.SystemRandom().randrange(2**31)
         dtype = opts.dtype or ("bfloat16" if device == "cuda" else "float32")
         dims = wl.dims(device)
@@ -455,6 +463,11 @@ def _read_events(report: BenchReport, outcome: Any, limits: Any, wl: Workload,
             report.stopped = str(ev.get("message", ""))
             reason = ev.get("reason")
             report.stop_reason = reason if reason in STOP_REASONS else ""
+        elif kind == "sandbox" and isinstance(ev.get("sandbox"), str):
+            report.sandbox = {"sandbox": ev["sandbox"], "reason": str(ev.get("reason", ""))[:200],
+                              "audit_hook": ev.get("audit_hook") is True}
+        elif kind == "denied" and not report.learner_error:
+            report.learner_error = f"{str(ev.get('what', ''))[:80]} is not allowed in graded code"
         elif kind == "done" and isinstance(ev.get("host_peak_rss_mb"), (int, float)):
             report.host_peak_rss_mb = round(float(ev["host_peak_rss_mb"]), 1)
     if outcome.killed_for in ("time_limit", "memory_limit", "cpu_limit", "startup") or not outcome.finished:

@@ -17,7 +17,7 @@ TOP_FIELDS: tuple[str, ...] = (
     "size_name", "size_label", "dims", "peak_bandwidth_gb_s", "datasheet_bandwidth_gb_s", "sizes", "exponents",
     "memory_exponents",
     "expected_exponent", "expected_note", "warnings", "stopped", "stop_reason", "learner_error", "cut_short",
-    "exit_code", "host_peak_rss_mb", "elapsed_s",
+    "exit_code", "host_peak_rss_mb", "sandbox", "elapsed_s",
 )
 # One size of the ladder; "results" maps learner|fused|math to RESULT_FIELDS.
 SIZE_FIELDS: tuple[str, ...] = ("size", "elapsed_s", "results")

@@ -210,7 +210,9 @@ class Child:
     `learner` (the grader's runs): the file is copied into the run folder,
     the child runs from a copy of its driver with no drill on its path, and
     in a namespace sandbox where available. `script` (drill bench): that
-    script, as before, with the same limits, sweep and deadline.
+    script, with the same limits, sweep and deadline; given `learner` too,
+    the copy and the sandbox as well (drill's folders read-only in it: the
+    script is drill's and imports them before the learner's file).
     """
 
     def __init__(self, limits: Limits, script: Path | None = None, learner: Path | None = None,
@@ -218,32 +220,23 @@ class Child:
         """`device` ("cpu", "cuda", "auto"): what the grader's child warms up before its job arrives, and
         whether its sandbox shows the GPU (the single run enters the sandbox at start, before the device is
         settled; see `use_device`)."""
-        from drill.judge import sandbox
-
         self.limits = limits
         self.root = Path(tempfile.mkdtemp(prefix="drill-check-"))
         self.token = uuid.uuid4().hex
         self.strict = script is None  # the grader's protocol: records validated by the boundary
         # Protocol files live in a folder whose name the learner's code is never told (it reaches the
         # child through stdin); the child's cwd is a separate scratch folder.
-        self.workdir, self.scratch, self.learner_copy = _prepare_run(self.root, learner if self.strict else None)
+        self.workdir, self.scratch, self.learner_copy = _prepare_run(self.root, learner)
         env = child_env(self.token)
         self._out = open(self.workdir / "output.txt", "wb")
         self.started = time.monotonic()
         self._init_state()
+        self.gpu = device != "cpu"
         if script is not None:
-            cmd = [sys.executable, "-I", "-B", str(script), *_limit_args(limits)]
+            cmd = [sys.executable, "-I", "-B", str(script), *_limit_args(limits), *self._sandbox_args(None)]
         else:
             entry = copy_driver(self.root / "driver")
-            extra = []
-            self.sandbox_mode, self.sandbox_why = sandbox.mode()
-            self.gpu = device != "cpu"
-            if self.sandbox_mode == "namespaces" and self.learner_copy is not None:
-                self.spec = sandbox.spec(self.root / "newroot", entry.parent, self.workdir, self.learner_copy,
-                                         STARTUP_GRACE_S + limits.timeout_s + 10.0, gpu=self.gpu)
-                spec_file = self.root / "sandbox.json"
-                spec_file.write_text(json.dumps(self.spec), encoding="utf-8")
-                extra.append(f"--sandbox={spec_file}")
+            extra = self._sandbox_args(entry.parent)
             if device != "cpu":
                 extra.append(f"--device={device}")  # the child initialises CUDA while the parent prepares
                 self.host_extra_mb = CUDA_HOST_MB
@@ -258,6 +251,20 @@ class Child:
             start_new_session=True,
             close_fds=True,
         )
+
+    def _sandbox_args(self, driver: Path | None) -> list[str]:
+        """`--sandbox=<spec file>` where namespaces can be used and there is a learner's copy to show, else []."""
+        from drill.judge import sandbox
+
+        self.sandbox_mode, self.sandbox_why = sandbox.mode()
+        if self.sandbox_mode != "namespaces" or self.learner_copy is None:
+            return []
+        self.spec = sandbox.spec(self.root / "newroot", driver, self.workdir, self.learner_copy,
+                                 STARTUP_GRACE_S + self.limits.timeout_s + 10.0, gpu=self.gpu,
+                                 show_drill=driver is None)
+        spec_file = self.root / "sandbox.json"
+        spec_file.write_text(json.dumps(self.spec), encoding="utf-8")
+        return [f"--sandbox={spec_file}"]
 
     def _init_state(self) -> None:
         self._returncode: int | None = None

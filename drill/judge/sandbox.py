@@ -135,23 +135,29 @@ def gpu_library_dirs() -> list[str]:
     return found
 
 
-def spec(root: Path, driver: Path, work: Path, learner_copy: Path, hard_timeout_s: float, *,
-         gpu: bool = False) -> dict[str, Any]:
+def spec(root: Path, driver: Path | None, work: Path, learner_copy: Path, hard_timeout_s: float, *,
+         gpu: bool = False, show_drill: bool = False) -> dict[str, Any]:
     """The child's mount plan (see sandbox_child.enter). `root` is an empty folder of the run's own.
 
     `gpu` (a check on CUDA): the driver's library folders are bound read-only too, and the child mounts
     the GPU's device nodes and /sys (read-only, without its sub-mounts): CUDA's initialisation fails with
     CUDA_ERROR_OPERATING_SYSTEM when /sys is missing. Untested on CPU machines: a small path, reviewed.
+
+    `show_drill` (drill bench's child, `driver` None): drill's own folders are bound read-only at their
+    own paths instead of hidden, because that child is drill's code (the benchmark and the reference), run
+    from the source tree, and imports them before the learner's file; then it drops them from
+    `sys.modules` and traps `import drill`, as the check's child never has them.
     """
     inside_learner = f"/sandbox/learner/{learner_copy.name}"
+    drill_dirs = hidden_dirs()
     return {
         "root": str(root),
-        "ro": _read_only_roots(site_paths() + (gpu_library_dirs() if gpu else [])),
+        "ro": _read_only_roots(site_paths() + (gpu_library_dirs() if gpu else [])) + (drill_dirs if show_drill else []),
         "gpu": bool(gpu),
         "files": {inside_learner: str(learner_copy)},
         "rw": {INSIDE_WORK: str(work)},
-        "ro_dirs": {INSIDE_DRIVER: str(driver)},
-        "hide": hidden_dirs(),
+        "ro_dirs": {INSIDE_DRIVER: str(driver)} if driver is not None else {},
+        "hide": [] if show_drill else drill_dirs,
         "tmpfs_bytes": TMPFS_BYTES,
         "hard_timeout_s": hard_timeout_s,
         "driver_inside": INSIDE_DRIVER,
