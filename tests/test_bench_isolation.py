@@ -68,7 +68,7 @@ def test_a_file_that_harms_only_when_benched_harms_nothing(attack, boxed, tmp_pa
     # hook refuses the write or the process
     assert ("not allowed in graded code" in report.learner_error
             or (boxed and "No such file or directory" in report.learner_error)), report.learner_error
-    assert report.sandbox["audit_hook"] is True
+    assert report.sandbox["audit_hook"] is True and report.sandbox["seccomp"] is True
     assert report.sandbox["sandbox"] == ("namespaces" if boxed else "off")
 
 

@@ -90,6 +90,9 @@ CASES: dict[str, tuple] = {
     "mha__nested_native": ("policy_violation", "forbidden_op", {}),  # nested-tensor kernels were not blocked
     # passed with the policy off while only CPU/composite kernels were replaced (vmap decomposes above them)
     "rmsnorm__vmap_decomposition": ("policy_violation", "forbidden_op", {}),
+    # issue 30 §0: the audit hook off for its thread, a fork + exec of a fresh Python computed SDPA and its
+    # gradients (an undeserved pass with the policy off); the child's seccomp filter refuses the fork
+    "fresh_interpreter": ("policy_violation", "exception", {}),
 }
 
 # Attacks on what the sandbox would otherwise contain, graded with DRILL_SANDBOX=off and the policy off, so
@@ -102,6 +105,7 @@ WITHOUT_SANDBOX = {
     "scratch_fill": "output_limit",
     "zip_bomb_output": "crashed",
     "frames_kernel_library": "policy_violation",
+    "fresh_interpreter": "exception",  # EPERM from the kernel: seccomp needs no namespace
 }
 
 
@@ -260,6 +264,7 @@ def test_sandbox_is_active_and_reported(pool: ChildPool) -> None:
     assert result.status == "pass"
     assert result.layers["sandbox"].startswith("namespaces")
     assert result.to_json()["layers"]["sandbox"].startswith("namespaces")
+    assert "seccomp (no new process)" in result.layers["kernels"]
 
 
 def test_fallback_without_namespaces_still_holds(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -284,6 +289,7 @@ def test_single_run_child_without_a_pool_is_sandboxed_too() -> None:
     result = check_file(good, "rmsnorm", seed=3, limits=Limits(**BASE))
     assert result.status == "pass", result.diagnosis_detail
     assert result.layers["sandbox"].startswith(sandbox.mode()[0])
+    assert "seccomp (no new process)" in result.layers["kernels"]
 
 
 def _descendants(pid: int) -> set[int]:

@@ -69,7 +69,6 @@ def _enter_sandbox() -> dict:
     if active.get("fatal"):
         os.write(2, f"drill sandbox: {active.get('reason')}\n".encode())
         os._exit(71)
-    mod._libc = None  # no ctypes handle (its syscall, its mount) stays reachable once the learner's file runs
     return active
 
 
@@ -554,8 +553,10 @@ def main() -> None:
     # no process, signal, socket, ctypes or frame walk, and writes only to scratch and the protocol folder.
     # drill's folders stay readable: the benchmark's own code is drill's (a warning raised in the reference
     # reads its source line), and `import drill` is refused by the hook and by Learner's meta-path trap.
+    no_processes = jc.deny_processes(False)  # seccomp: no new process, whatever the Python state
     jc.install_audit_hook([where["scratch"], WORK] + (["/tmp", "/dev/shm"] if boxed else []), [])
-    record({"event": "sandbox", **{k: v for k, v in SANDBOX.items() if k != "fatal"}, "audit_hook": True})
+    record({"event": "sandbox", **{k: v for k, v in SANDBOX.items() if k != "fatal"}, "audit_hook": True,
+            **no_processes})
     if learner.load():
         # Everything alive now (torch, the reference, the learner's module) lives as long as the process:
         # moved out of the collector's sight, the gc.collect() after each size scans only what the ladder

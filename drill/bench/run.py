@@ -113,7 +113,7 @@ class BenchReport:
     learner_error: str = ""  # a failure of the learner's code during the benchmark
     cut_short: bool = False  # a limit (time, memory, CPU) or a crash ended the run, not the ladder's own rules
     host_peak_rss_mb: float | None = None  # the benchmark process's peak resident memory (from the child)
-    sandbox: dict[str, Any] = field(default_factory=dict)  # the isolation the child had: {sandbox, reason, audit_hook}
+    sandbox: dict[str, Any] = field(default_factory=dict)  # isolation: {sandbox, reason, audit_hook, seccomp}
     output_tail: str = ""
     elapsed_s: float = 0.0
 
@@ -465,7 +465,7 @@ def _read_events(report: BenchReport, outcome: Any, limits: Any, wl: Workload,
             report.stop_reason = reason if reason in STOP_REASONS else ""
         elif kind == "sandbox" and isinstance(ev.get("sandbox"), str):
             report.sandbox = {"sandbox": ev["sandbox"], "reason": str(ev.get("reason", ""))[:200],
-                              "audit_hook": ev.get("audit_hook") is True}
+                              "audit_hook": ev.get("audit_hook") is True, "seccomp": ev.get("seccomp") == "on"}
         elif kind == "denied" and not report.learner_error:
             report.learner_error = f"{str(ev.get('what', ''))[:80]} is not allowed in graded code"
         elif kind == "done" and isinstance(ev.get("host_peak_rss_mb"), (int, float)):

@@ -100,7 +100,7 @@ SCHEMA: dict[str, dict[str, tuple]] = {
     # the grading device as the child set it up (`drill check --device cuda`), or why it could not
     "device": {"device": _STR, "name": _STR, "memory_cap_mb": _INT, "error": _STR},
     "sandbox": {"sandbox": _STR, "reason": _STR, "user": _BOOL, "pid": _BOOL, "mount": _BOOL, "net": _BOOL, "fs": _STR,
-                "kernels_blocked": _INT, "audit_hook": _BOOL},
+                "kernels_blocked": _INT, "audit_hook": _BOOL, "seccomp": _STR, "seccomp_reason": _STR},
 }
 REQUIRED = {"start": ("case",), "end": ("case", "status"), "load_error": ("status",), "trip": ("op",),
             "audit": ("name",), "attrs": ("values",), "grad_error": ("case", "message"), "sandbox": ("sandbox",),

@@ -340,7 +340,11 @@ def _layers(policy: bool, outcome: Any, hardened: dict) -> dict[str, str]:
     kernels = "not confirmed"
     if confirm is not None:
         hook = ", audit hook" if confirm.get("audit_hook") else ""
-        kernels = f"{confirm.get('kernels_blocked', 0)} aten ops blocked{hook}"
+        if confirm.get("seccomp") == "on":
+            processes = ", seccomp (no new process)"
+        else:
+            processes = f", seccomp off: {confirm.get('seccomp_reason') or 'not confirmed'}"
+        kernels = f"{confirm.get('kernels_blocked', 0)} aten ops blocked{hook}{processes}"
     parent = ", ".join(k.replace("_", "-") for k, v in hardened.items() if v) or "not hardened"
     return {"policy": "on" if policy else "off", "kernels": kernels, "sandbox": box, "parent": parent}
 

@@ -1338,6 +1338,15 @@ def main() -> None:
     serve(json.loads(sys.stdin.read()))
 
 
+def deny_processes(triton: bool) -> dict:
+    """The kernel's refusal of every new process from here on (`seccomp.py`), as {"seccomp", "seccomp_reason"}.
+    Not for a Triton job: its compiler (ptxas, a C compiler) runs as processes of this one."""
+    if triton:
+        return {"seccomp": "off", "seccomp_reason": "Triton's compiler runs as processes of the child"}
+    done = _sibling("seccomp").deny_process_creation()
+    return {"seccomp": done["seccomp"], **({"seccomp_reason": done["reason"]} if "reason" in done else {})}
+
+
 def _paths(job: dict) -> dict:
     """Where the protocol folder, the learner's file and the scratch folder are, as this process sees them."""
     if SANDBOX.get("sandbox") == "namespaces" and job.get("inside"):
@@ -1366,9 +1375,10 @@ def serve(job: dict) -> None:
     block_paths(patterns)  # Python objects, not aten ops: not counted in kernels_blocked
     boxed = SANDBOX.get("sandbox") == "namespaces"  # /tmp and /dev/shm are private tmpfs only inside the sandbox
     writable = [where["scratch"], WORK] + (["/tmp", "/dev/shm"] if boxed else [])
+    no_processes = deny_processes(bool(job.get("triton")))  # before the hook, which refuses the ctypes it needs
     install_audit_hook(writable, job.get("hidden", []), tools)
     record({"event": "sandbox", **{k: v for k, v in SANDBOX.items() if k != "fatal"}, "kernels_blocked": len(blocked),
-            "audit_hook": True})
+            "audit_hook": True, **no_processes})
 
     def traps():
         """The thread-local traps for one action. With nothing forbidden the function trap can match nothing, yet
@@ -1554,7 +1564,7 @@ def zygote() -> None:
     warm_up()
     # loaded once here, inherited by every fork
     for name in ("sandbox_child", "chain", "audit", "tiling", "gpu", "tensor_file", "grads", "optim", "exact",
-                 "adapter", "rolling", "integrity", "beam", "dgpt"):
+                 "adapter", "rolling", "integrity", "beam", "dgpt", "seccomp"):
         _sibling(name)
     out = sys.stdout
     for line in sys.stdin:

@@ -63,7 +63,7 @@ CHILD_SCRIPT = Path(__file__).with_name("child.py")
 # paths relative to this folder: audit.py loads the shared storage counter from its own folder there.
 DRIVER_FILES = ("child.py", "chain.py", "audit.py", "tiling.py", "sandbox_child.py", "gpu.py", "tensor_file.py",
                 "grads.py", "optim.py", "exact.py", "adapter.py", "integrity.py", "rolling.py", "beam.py",
-                "paged.py", "../storage_bytes.py", "train_run.py", "dgpt.py")
+                "paged.py", "../storage_bytes.py", "train_run.py", "dgpt.py", "seccomp.py")
 INPUTS = "inputs.bin"  # the case inputs (drill/judge/tensor_file.py), in the protocol folder
 WORK_CAP_BYTES = 512 * 2**20  # the protocol and scratch folders (outputs, printed output, files) of one run, together
 _OWN_PIDS: set[int] = set()  # processes this module started on purpose (children, fork servers)

@@ -294,6 +294,7 @@ def enter(spec: dict) -> dict:
     On any failure before namespaces exist, returns {"sandbox": "off", "reason": ...}
     in the calling process itself, which then runs the job without them.
     """
+    global _libc
     uid, gid = os.getuid(), os.getgid()
     try:
         _check(libc().unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET), "unshare")
@@ -326,4 +327,5 @@ def enter(spec: dict) -> dict:
     os.setsid()
     drop_privileges()
     os.chdir(spec.get("cwd", "/sandbox/tmpfs/scratch"))
+    _libc = None  # no ctypes function of ours (syscall, mount) stays reachable once the learner's code runs
     return {"sandbox": "namespaces", "user": True, "pid": True, "mount": True, "net": True, "fs": "read-only"}
