@@ -153,6 +153,33 @@ def validate_record(obj: Any) -> dict[str, Any]:
     return _clean(obj)
 
 
+_ATTR_FIELDS = {"present": _BOOL, "type": _STR, "value": (str, int, float, bool, type(None))}
+
+
+def check_against_job(records: list[dict[str, Any]], n_cases: int, report_attrs: tuple[str, ...] = ()) -> str:
+    """"" when every nested value the parent later uses is what the job allows, else why not (issue 30).
+
+    `validate_record` checks each field's outer type; what it cannot know is the job: a case index must name
+    one of the `n_cases` cases sent (an index past the list once ended in a traceback in the parent), and the
+    attrs record must hold, for names the job asked about only, {present: bool, type: str, value: a JSON
+    scalar} (a value of another shape once reached a dataclass `__repr__`)."""
+    for rec in records:
+        case = rec.get("case")
+        if "case" in rec and not (isinstance(case, int) and not isinstance(case, bool) and 0 <= case < n_cases):
+            return f"a {rec.get('event')} record names case {safe_text(case, 40)!s}, of {n_cases}"
+        if rec.get("event") != "attrs":
+            continue
+        for name, info in rec["values"].items():
+            if name not in report_attrs:
+                return f"the attrs record reports {safe_text(name, 40)}, which was not asked for"
+            if not isinstance(info, dict) or not set(info) <= set(_ATTR_FIELDS) or "present" not in info:
+                return f"the attrs record's {name} is malformed"
+            for key, value in info.items():
+                if not isinstance(value, _ATTR_FIELDS[key]) or (isinstance(value, bool) and key == "type"):
+                    return f"the attrs record's {name}.{key} has the wrong type"
+    return ""
+
+
 def read_status(path: Path) -> list[dict[str, Any]]:
     """Every record of the status file, validated. A missing file is no records; anything malformed raises."""
     try:

@@ -424,7 +424,12 @@ def _tolerance_of(spec: Any):
 def _grade(result: Result, spec: Any, cases: list, child: Any, outcome: Any, strict: bool, *,
            audit_wanted: bool = False) -> None:
     """Turn the child's outcome into per-test results, a verdict and a diagnosis, phase by phase."""
+    from drill.judge.boundary import check_against_job
+
     result.output_tail = outcome.output_tail
+    forged = check_against_job(outcome.events, len(cases), tuple(spec.report_attrs))
+    if forged and not outcome.unreadable:  # nothing downstream reads a record the job cannot have produced
+        outcome.unreadable, outcome.events = forged, []
     events = outcome.events
     run_failure = _run_failure(events, outcome, child, cases)
     if run_failure is None and spec.prepare is not None and _prepare_refused(result, spec, cases, events, outcome):
@@ -532,6 +537,25 @@ def _load_output(child: Any, i: int) -> dict:
     return load_outputs(child.output_file(f"out_{i}.bin"))
 
 
+def _oversized(got: Any, case: Any) -> Any:
+    """A failing Comparison when an output is far larger than the case's answer, else None.
+
+    Outputs are the learner's to forge within the boundary's 256 MB; judges and the list and token messages
+    read them element by element (`tolist`), which at 32 M elements costs seconds and a gigabyte. A correct
+    output has the answer's size (a derived property and the exact kind's JSON bytes are judged as they are)."""
+    import torch
+
+    from drill.judge.compare import Comparison
+
+    want = case.expected
+    if case.derive is not None or case.kind == "exact" or not isinstance(want, torch.Tensor):
+        return None
+    if not isinstance(got, torch.Tensor) or got.numel() <= max(16 * want.numel(), 4096):
+        return None
+    return Comparison(False, "shape", f"the output has {got.numel()} elements, for an answer of shape "
+                                      f"{tuple(want.shape)}")
+
+
 def _evaluate(spec: Any, cases: list, child: Any, events: list) -> list:
     """Phase 3: every case compared: forward output, then gradients (CaseEval per case, in order)."""
     import torch
@@ -562,6 +586,10 @@ def _evaluate(spec: Any, cases: list, child: Any, events: list) -> list:
             ev.status, ev.record = "crashed", {"message": f"unreadable output ({why})"}
             continue
         got = saved["out"]
+        oversized = _oversized(got, case)
+        if oversized is not None:  # never handed to a judge that reads it element by element
+            ev.forward = oversized
+            continue
         if case.kind == "exact" and case.judge is None:  # a plain Python answer (drill/judge/exact.py)
             from drill.judge.exact import evaluate
 

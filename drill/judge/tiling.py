@@ -170,27 +170,42 @@ def own_blocks(attrs: dict) -> tuple[tuple[int, int] | None, str]:
     return (own[0], own[1]), ""
 
 
+# What a real measurement can hold: counts and sizes of a graded call (T up to a few thousand). The child's
+# numbers are the learner's to forge; the judge's arithmetic below is bounded by these (a forged T = 2**62 with
+# 1-wide tiles once kept the parent's tile count spinning for minutes, issue 30).
+MAX_VALUE = 2**48
+MAX_LENGTH = 2**16
+
+
 def parse(got: Any) -> dict[str, int] | None:
-    """The measurement as a dict, or None when it is not one (wrong length, dtype or version)."""
+    """The measurement as a dict, or None when it is not one (wrong length, dtype or version, or a value no real
+    call gives: negative, past MAX_VALUE, lengths past MAX_LENGTH, tiles narrower than 1)."""
     if not isinstance(got, torch.Tensor) or got.dtype != torch.int64 or tuple(got.shape) != (len(FIELDS),):
         return None
     data = dict(zip(FIELDS, (int(x) for x in got.tolist()), strict=True))
-    return data if data["version"] == VERSION else None
+    if data["version"] != VERSION or any(not 0 <= v <= MAX_VALUE for v in data.values()):
+        return None
+    if not (data["t_q"] <= MAX_LENGTH and data["t_k"] <= MAX_LENGTH and data["block_q"] >= 1 and data["block_k"] >= 1):
+        return None
+    return data
 
 
 def min_scores(t_q: int, t_k: int, bq: int, bk: int) -> tuple[int, int, int]:
-    """(scores, tiles, all tiles): what computing exactly the tiles not entirely above the diagonal costs."""
+    """(scores, tiles, all tiles): what computing exactly the tiles not entirely above the diagonal costs.
+
+    One step per row block: its visible tiles are those whose first key some query of the block sees."""
     offset = t_k - t_q
-    scores = tiles = total = 0
+    scores = tiles = 0
+    per_row = -(-t_k // bk)
     for q0 in range(0, t_q, bq):
         q1 = min(q0 + bq, t_q)
-        for k0 in range(0, t_k, bk):
-            k1 = min(k0 + bk, t_k)
-            total += 1
-            if k0 <= offset + q1 - 1:  # some query of the tile sees the tile's first key
-                scores += (q1 - q0) * (k1 - k0)
-                tiles += 1
-    return scores, tiles, total
+        last_key = min(t_k - 1, offset + q1 - 1)  # the last key any query of this block sees
+        if last_key < 0:
+            continue
+        seen = last_key // bk + 1  # tiles starting at 0, bk, ... up to last_key
+        tiles += seen
+        scores += (q1 - q0) * min(seen * bk, t_k)
+    return scores, tiles, per_row * -(-t_q // bq)
 
 
 def _memory(data: dict[str, int], blocks: tuple[int, int], own: tuple[int, int] | None, grader_set: bool,
