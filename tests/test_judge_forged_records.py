@@ -181,8 +181,10 @@ def test_min_scores_counts_the_visible_tiles() -> None:
 
 
 def test_an_output_far_larger_than_the_answer_is_never_read_element_by_element() -> None:
-    case = SimpleNamespace(expected=torch.zeros(4, 8), derive=None, kind="call")
+    case = SimpleNamespace(expected=torch.zeros(4, 8), derive=None, kind="call", judge=None)
     assert check._oversized(torch.zeros(4, 8), case) is None
     assert check._oversized(torch.zeros(4096), case) is None  # small outputs go to the comparison as they are
     big = check._oversized(torch.zeros(10**6), case)
     assert big is not None and not big.ok and big.reason == "shape" and "1000000 elements" in big.message
+    judged = SimpleNamespace(expected=torch.zeros(0), derive=None, kind="call", judge=lambda got: None)
+    assert check._oversized(torch.zeros(90000), judged) is None  # its judge reads its own format (30 000 draws)

@@ -542,13 +542,14 @@ def _oversized(got: Any, case: Any) -> Any:
 
     Outputs are the learner's to forge within the boundary's 256 MB; judges and the list and token messages
     read them element by element (`tolist`), which at 32 M elements costs seconds and a gigabyte. A correct
-    output has the answer's size (a derived property and the exact kind's JSON bytes are judged as they are)."""
+    output has the answer's size. Not for a case that judges its output itself (its answer may be a
+    placeholder: speculative_decoding's 30 000 draws), a derived property, or the exact kind's JSON bytes."""
     import torch
 
     from drill.judge.compare import Comparison
 
     want = case.expected
-    if case.derive is not None or case.kind == "exact" or not isinstance(want, torch.Tensor):
+    if case.judge is not None or case.derive is not None or case.kind == "exact" or not isinstance(want, torch.Tensor):
         return None
     if not isinstance(got, torch.Tensor) or got.numel() <= max(16 * want.numel(), 4096):
         return None
