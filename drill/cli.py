@@ -14,22 +14,11 @@ from typing import Annotated, NoReturn
 import typer
 
 from drill import __version__
-from drill.bench import commands as bench_commands
 from drill.cliutil import EXIT_BROKEN_PIPE, EXIT_USAGE, err_console, install_fast_coercion, install_flag_help
-from drill.judge import commands as judge_commands
-from drill.mock import commands as mock_commands
 from drill.quiz import commands as quiz_commands
 
 install_fast_coercion()
 install_flag_help()
-
-app = typer.Typer(
-    name="drill",
-    help="Practice transformer internals for ML-engineering interviews: quiz, graded exercises, mock interviews.",
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode="rich",
-)
 
 
 def _version(value: bool) -> None:
@@ -38,7 +27,6 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback(invoke_without_command=True)
 def _root(
     ctx: typer.Context,
     version: Annotated[bool, typer.Option(
@@ -66,10 +54,56 @@ def _show_help(ctx: typer.Context) -> NoReturn:
 # commands are module-level functions taking `Annotated` options (a group such as `drill server` or
 # `drill export` is a Typer of the same shape, added to its area's app by name); add_typer without a
 # name merges each area into this app as top-level commands, in this order: it is the order of `drill --help`.
-AREAS = (quiz_commands, judge_commands, mock_commands, bench_commands)
+AREA_MODULES = ("drill.quiz.commands", "drill.judge.commands", "drill.mock.commands", "drill.bench.commands")
 
-for _area in AREAS:
-    app.add_typer(_area.app)
+
+def build_app(areas: tuple[str, ...] = AREA_MODULES) -> typer.Typer:
+    """The `drill` app made of `areas` (module names, each with a Typer `app` of its commands)."""
+    import importlib
+
+    built = typer.Typer(
+        name="drill",
+        help="Practice transformer internals for ML-engineering interviews: quiz, graded exercises, mock interviews.",
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        rich_markup_mode="rich",
+    )
+    built.callback(invoke_without_command=True)(_root)
+    for name in areas:
+        built.add_typer(importlib.import_module(name).app)
+    return built
+
+
+def quiz_area_commands() -> frozenset[str]:
+    """The top-level names the quiz area defines (quiz, validate, stats, optimize, export)."""
+    names = {c.name or c.callback.__name__.replace("_", "-") for c in quiz_commands.app.registered_commands}
+    return frozenset(names | {g.name for g in quiz_commands.app.registered_groups if g.name})
+
+
+def app_for(argv: list[str]) -> typer.Typer:
+    """The app a command line needs. A quiz-area command gets an app of that area alone: Typer builds the
+    Click command of every registered command before it runs one (their signatures, annotations evaluated),
+    and the other areas' commands and imports were a third of `drill quiz`'s start-up (issue 28). Anything
+    else (`drill --help`, a mistyped command, the other areas) gets the whole app."""
+    if argv and argv[0] in quiz_area_commands():
+        return build_app(AREA_MODULES[:1])
+    return _full_app()
+
+
+_FULL: list[typer.Typer] = []
+
+
+def _full_app() -> typer.Typer:
+    if not _FULL:
+        _FULL.append(build_app())
+    return _FULL[0]
+
+
+def __getattr__(name: str) -> typer.Typer:
+    """`drill.cli.app`, the whole app (tests, `typer.testing.CliRunner`), built on first use."""
+    if name == "app":
+        return _full_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main() -> None:
@@ -109,7 +143,7 @@ def _run() -> int:
     Abort = typer.Abort
 
     try:
-        code = app(standalone_mode=False)
+        code = app_for(sys.argv[1:])(standalone_mode=False)
     except UsageError as exc:
         if exc.__class__.__name__ == "NoArgsIsHelpError" and exc.ctx is not None:
             _show_help(exc.ctx)

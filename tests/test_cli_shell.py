@@ -152,8 +152,9 @@ def test_every_area_has_the_same_shape() -> None:
     from drill import cli
 
     areas = ("quiz", "judge", "mock", "bench")
-    assert [m.__name__ for m in cli.AREAS] == [f"drill.{a}.commands" for a in areas]
-    assert [g.typer_instance for g in cli.app.registered_groups] == [m.app for m in cli.AREAS]
+    assert cli.AREA_MODULES == tuple(f"drill.{a}.commands" for a in areas)
+    modules = [importlib.import_module(m) for m in cli.AREA_MODULES]
+    assert [g.typer_instance for g in cli.app.registered_groups] == [m.app for m in modules]
     assert not hasattr(cli, "_add_area")
     groups = {}
     for area in areas:
@@ -191,3 +192,18 @@ def test_server_commands_are_reachable_from_drill() -> None:
     listed = [ln.split()[1] for ln in rows]
     assert listed == ["quiz", "validate", "stats", "optimize", "export", "check", "start", "exercises", "hint",
                       "train", "server", "mock", "bench"], result.output
+
+
+def test_a_quiz_area_command_starts_without_the_other_areas() -> None:
+    """`drill quiz` (and validate, stats, optimize, export) builds an app of the quiz area alone: the other
+    areas' commands and imports were a third of its start-up (issue 28); anything else gets the whole app."""
+    probe = ("import sys; from drill.cli import app_for, quiz_area_commands; "
+             "print(sorted(quiz_area_commands())); app = app_for(sys.argv[1:]); "
+             "print(len(app.registered_groups), any(m.startswith(('drill.judge', 'drill.bench', 'drill.mock')) "
+             "for m in sys.modules))")
+    for argv, groups, others in ((["quiz", "-n", "1"], 1, False), (["export", "reviews"], 1, False),
+                                 (["check", "x.py"], 4, True), (["--help"], 4, True), (["quz"], 4, True)):
+        out = subprocess.run([sys.executable, "-c", probe, *argv], capture_output=True, text=True, timeout=60)
+        names, built = out.stdout.strip().splitlines()
+        assert names == "['export', 'optimize', 'quiz', 'stats', 'validate']", names
+        assert built == f"{groups} {others}", (argv, built)
