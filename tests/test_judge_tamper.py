@@ -93,6 +93,8 @@ CASES: dict[str, tuple] = {
     # issue 30 §0: the audit hook off for its thread, a fork + exec of a fresh Python computed SDPA and its
     # gradients (an undeserved pass with the policy off); the child's seccomp filter refuses the fork
     "fresh_interpreter": ("policy_violation", "exception", {}),
+    # issue 30 §2: an answer that is a tensor subclass (a lazy one computes outside the measured call)
+    "lazy_subclass_output": ("wrong_type", "wrong_type", {}),
 }
 
 # Attacks on what the sandbox would otherwise contain, graded with DRILL_SANDBOX=off and the policy off, so

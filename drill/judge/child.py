@@ -952,6 +952,9 @@ def resolve_attr(obj, path: str, owner: str):
 
 # This module, for the sibling executors (sys.modules loses "__main__" before learner code).
 HOST = sys.modules.get(__name__)
+# What an answer may be, captured before any learner code runs (`type(t)` reads the object's own type, which a
+# file cannot redirect the way it can `__class__`): a plain tensor, or a parameter handed back as it is.
+_PLAIN_TENSOR_TYPES = (torch.Tensor, torch.nn.Parameter)
 
 
 def run_inmodel(mod, case: dict, tensors: dict) -> dict:
@@ -1159,6 +1162,9 @@ def _run_case(mod, case: dict, tensors: dict) -> dict:
         out = tuple_element(out, case["extra"]["tuple"], target)
     if not isinstance(out, torch.Tensor):
         raise ContractError("wrong_type", f"{target} returned {type_name(out)} instead of a tensor")
+    if type(out) not in _PLAIN_TENSOR_TYPES:  # a subclass may compute when first looked at, outside any measurement
+        raise ContractError("wrong_type", f"{target} returned a {type_name(out)}, a subclass of torch.Tensor; the "
+                                          f"contract needs a plain torch.Tensor")
     on_device(out, target)
     if tracked:
         return {"out": torch.tensor([1 if out.requires_grad else 0], dtype=torch.int64)}
