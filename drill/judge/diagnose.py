@@ -98,7 +98,7 @@ GENERIC: dict[str, Diagnosis] = {
             "changes to your inputs; rerun with the same --seed and --verbose.",
         ),
         Diagnosis("state_between_calls", "State kept between calls",
-                  "Your code keeps state between calls: a second call with the same shapes but different inputs "
+                  "Your code keeps state between calls: a later call with the same shapes but different inputs "
                   "returned a result computed (at least partly) from an earlier call's inputs. Typically a cache "
                   "keyed on the shape (T, d_head, ...) but not on the positions or values it was computed from.",
                   "Make the output a function of this call's arguments only: drop the cache, or key it on everything "
@@ -511,7 +511,7 @@ def state_failure(evals: list[CaseEval]) -> Verdict | None:
     n = len(failing)
     return Verdict(
         GENERIC["state_between_calls"],
-        f"test '{ev.case.name}' calls your code twice with same-shaped inputs and grades the second call: "
+        f"test '{ev.case.name}' calls your code twice with other same-shaped inputs, then grades a third call: "
         f"{ev.forward.message}; every test that calls it once passes"
         + (f" ({n} such tests fail)" if n > 1 else ""),
     )

@@ -218,7 +218,8 @@ def repeat_probe(case: Case, first: dict[str, Any], *, vary: tuple[str, ...] = (
     `first` holds the same argument names, shapes and dtypes as `case.args`
     and other values (scalars such as rope's base stay equal): code that
     caches anything keyed on shapes alone answers the graded call from the
-    first call's inputs. Only the second call is graded; see
+    first call's inputs. The child makes that first call twice (a cache used only from the third call of a
+    shape on is caught too) and grades the third; see
     `diagnose.state_failure` for the verdict when only these probes fail.
     `vary` names scalar args that may differ too, for functions of sizes
     alone (alibi: a bias built for the prompt's length, then sliced for a
