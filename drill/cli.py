@@ -1,7 +1,7 @@
 """The `drill` command line: a thin Typer shell over plain functions.
 
 Each area keeps its commands in its own `commands.py` (drill/quiz, drill/judge,
-drill/mock, drill/bench), so this file only assembles them; see `AREAS`.
+drill/mock, drill/bench), so this file only assembles them; see `AREA_MODULES` and `app_for`.
 Nothing imported here may import torch: `drill quiz` must start as fast as the
 interpreter does.
 """
