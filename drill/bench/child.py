@@ -65,11 +65,7 @@ def _enter_sandbox() -> dict:
     spec.loader.exec_module(mod)
     with open(_OPTS["sandbox"], encoding="utf-8") as fh:
         plan = json.load(fh)
-    active = mod.enter(plan)
-    if active.get("fatal"):
-        os.write(2, f"drill sandbox: {active.get('reason')}\n".encode())
-        os._exit(71)
-    return active
+    return mod.enter_or_leave(plan)
 
 
 SANDBOX: dict = {"sandbox": "off", "reason": "not requested"}

@@ -136,10 +136,7 @@ if __name__ == "__main__":
         # One graded run: enter the namespaces before torch is imported (the worker imports it).
         with open(OPTS["sandbox"], encoding="utf-8") as _fh:
             _spec = json.load(_fh)
-        SANDBOX = _sibling("sandbox_child").enter(_spec)
-        if SANDBOX.get("fatal"):
-            os.write(2, f"drill sandbox: {SANDBOX.get('reason')}\n".encode())
-            os._exit(71)
+        SANDBOX = _sibling("sandbox_child").enter_or_leave(_spec)
         if SANDBOX.get("sandbox") == "namespaces":
             DRIVER_DIR = _spec["driver_inside"]
 
@@ -1546,10 +1543,7 @@ def run_forked(req: dict) -> None:
         os.chdir(req["scratch"])
         spec = req.get("sandbox")
         if spec:
-            SANDBOX = _sibling("sandbox_child").enter(spec)
-            if SANDBOX.get("fatal"):
-                os.write(2, f"drill sandbox: {SANDBOX.get('reason')}\n".encode())
-                os._exit(71)
+            SANDBOX = _sibling("sandbox_child").enter_or_leave(spec)
             if SANDBOX.get("sandbox") == "namespaces":
                 DRIVER_DIR = spec["driver_inside"]
         else:

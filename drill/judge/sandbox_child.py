@@ -329,3 +329,13 @@ def enter(spec: dict) -> dict:
     os.chdir(spec.get("cwd", "/sandbox/tmpfs/scratch"))
     _libc = None  # no ctypes function of ours (syscall, mount) stays reachable once the learner's code runs
     return {"sandbox": "namespaces", "user": True, "pid": True, "mount": True, "net": True, "fs": "read-only"}
+
+
+def enter_or_leave(spec: dict) -> dict:
+    """`enter`, but a half-built sandbox (the user namespace made, its mapping refused) ends the process at once
+    with status 71 and the reason on stderr: running on in that state is neither sandboxed nor plain."""
+    active = enter(spec)
+    if active.get("fatal"):
+        os.write(2, f"drill sandbox: {active.get('reason')}\n".encode())
+        os._exit(71)
+    return active
