@@ -9,7 +9,10 @@ versions and the fields of every registered question type; a stale, unreadable o
 ignored and rebuilt, and it only ever holds a bank that passed every check.
 It is marshal data (no code runs when it is read): plain values, with each
 question and its parts as a dict naming its type, rebuilt only from the
-kinds' own registered types.
+kinds' own registered types. Each question is stored twice over: its listed
+fields (id, topic, kind, ...: what filtering and scheduling read) as plain
+values, and the whole of it packed, unpacked the first time another field is
+read. A start that shows one question of five hundred decodes one.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import sys
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +33,12 @@ from drill.errors import UserError
 from drill.quiz import kinds
 from drill.quiz.build import Collector, Problem, build_file
 from drill.quiz.numbers import Tolerance
-from drill.quiz.schema import Bank, CommonWrong, Question
+from drill.quiz.schema import LISTED, PACKED, Bank, CommonWrong, Question
 from drill.quiz.yamlread import YamlSyntaxError, read_yaml
 
-CACHE_FORMAT = 7  # 5: built questions, not the parse; 6: field values in order, nested ones named; 7: text escaped
+# 5: built questions, not the parse; 6: field values in order, nested ones named; 7: text escaped;
+# 8: each question's listed fields apart, its rest packed (decoded on first use) under a checksum
+CACHE_FORMAT = 8
 
 
 class BankError(UserError):
@@ -48,6 +53,8 @@ class BankError(UserError):
 
 @dataclass(frozen=True)
 class ScanResult:
+    """A bank as built, every problem found in it, and the audits' figures (`drill validate`)."""
+
     bank: Bank
     problems: list[Problem]
     figures: dict[str, Any] = field(default_factory=dict)  # the audits' figures (see validate.audit_problems)
@@ -70,12 +77,21 @@ class ScanResult:
         return line
 
 
-def display(path: Path) -> str:
-    """A path as the user would type it: relative to the working folder when inside it."""
+def display(path: Path, here: Path | None = None) -> str:
+    """A path as the user would type it: relative to the working folder (`here`, resolved) when inside it."""
     try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
+        return str(path.resolve().relative_to(here or Path.cwd().resolve()))
     except (ValueError, OSError):
         return str(path)
+
+
+def _shown(files: list[Path]) -> list[str]:
+    """`display` of each file, resolving the working folder once."""
+    try:
+        here = Path.cwd().resolve()
+    except OSError:
+        return [str(f) for f in files]
+    return [display(f, here) for f in files]
 
 
 MAX_BANK_FILES = 500
@@ -288,30 +304,63 @@ def _field_order(cls: type) -> tuple[str, ...]:
 
 
 def _read_cache(cache_file: Path, key: tuple[Any, ...], files: list[Path]) -> Bank | None:
+    """The cached bank, each question holding its LISTED fields and its packed rest; None (rebuild)
+    when the file is missing, foreign, stale or fails its checksum."""
     try:
         blob = marshal.loads(cache_file.read_bytes())
         if not isinstance(blob, dict) or blob.get("key") != key:
             return None
-        shown = [display(f) for f in files]
-        types = _types()
-        questions = tuple(_decode(q, types, shown) for q in blob["questions"])
-        if not all(isinstance(q, Question) for q in questions):
+        entries = blob["questions"]
+        if zlib.crc32(b"".join(packed for _, _, packed in entries)) != blob["crc"]:
             return None
-        return Bank(questions, tuple(shown))
+        shown = _shown(files)
+        types = _types()
+        questions = []
+        for name, listed, packed in entries:
+            cls = types[name]
+            if not issubclass(cls, Question) or type(listed) is not tuple or type(packed) is not bytes:
+                return None
+            obj = object.__new__(cls)
+            fields = obj.__dict__
+            fields.update(zip(LISTED, listed, strict=True))
+            fields["file"] = shown[fields["file"]]
+            fields[PACKED] = partial(_unpack, packed, listed, types, shown, cache_file)
+            questions.append(obj)
+        return Bank(tuple(questions), tuple(shown))
     except Exception:  # noqa: BLE001 - missing, truncated, corrupt, foreign: rebuild silently
         return None
+
+
+def _unpack(packed: bytes, listed: tuple[Any, ...], types: dict[str, type], shown: list[str],
+            cache_file: Path) -> dict[str, Any]:
+    """The fields of one cached question, on first use. The checksum passed at load, so only a cache
+    written to pass it lands here damaged: it is removed, and the one line says to start again."""
+    try:
+        fields = _decode(marshal.loads(packed), types, shown).__dict__
+        if any(fields[name] != value for name, value in zip(LISTED, listed, strict=True) if name != "file"):
+            raise ValueError("its listed fields are not its own")
+        return fields
+    except Exception:  # noqa: BLE001
+        try:
+            cache_file.unlink()
+        except OSError:
+            pass
+        raise UserError("the question bank's cache was damaged, so it was removed; run the command again "
+                        "(it is rebuilt from the YAML files)", str(cache_file)) from None
 
 
 def _write_cache(cache_file: Path, key: tuple[Any, ...], files: list[Path], bank: Bank) -> None:
     """Store the built questions of a bank that just passed every check (best effort, atomic)."""
     tmp = cache_file.with_name(f"{cache_file.name}.{os.getpid()}.tmp")
     try:
-        index = {display(f): i for i, f in enumerate(files)}
+        index = {name: i for i, name in enumerate(_shown(files))}
         types = _types()
-        questions = [_encode(q, types, index) for q in bank.questions]
+        entries = [(type(q).__name__, tuple(index[q.file] if name == "file" else getattr(q, name) for name in LISTED),
+                    marshal.dumps(_encode(q, types, index))) for q in bank.questions]
         if _cache_key(files) != key:  # a file changed while we were checking it
             return
-        blob = marshal.dumps({"key": key, "questions": questions})
+        crc = zlib.crc32(b"".join(packed for _, _, packed in entries))
+        blob = marshal.dumps({"key": key, "crc": crc, "questions": entries})
         cache_file.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_bytes(blob)
         os.replace(tmp, cache_file)

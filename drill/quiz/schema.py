@@ -9,11 +9,18 @@ can point at it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 DIFFICULTIES = ("easy", "medium", "hard")
 ID_PATTERN = r"^[a-z0-9][a-z0-9-]{2,63}$"
 TOPIC_PATTERN = r"^[a-z][a-z0-9_]{0,31}$"
+
+# What a question read back from the bank cache holds before anything else is read from it: enough to
+# filter, schedule and name it (drill.quiz.loader keeps the rest packed until then, see Question.__getattr__).
+LISTED = ("id", "topic", "kind", "difficulty", "tags", "file", "line")
+PACKED = "_packed"  # the instance-dict key of that rest: a callable returning the other fields by name
 
 # Fields every kind has; each kind (drill/quiz/kinds/) adds its own. Anything else is a typo.
 # `topic` on a question overrides its file's topic (a file of one kind across topics: spot_bug.yaml).
@@ -46,6 +53,17 @@ class Question:
     file: str = ""
     line: int = 0
     field_lines: tuple[tuple[str, int], ...] = field(default=(), compare=False, repr=False)
+
+    def __getattr__(self, name: str) -> Any:
+        # Python calls this only for a name the instance lacks. A question read back from the bank
+        # cache starts with its LISTED fields alone and unpacks the rest the first time any is read:
+        # a quiz start shows a few questions of hundreds and need not rebuild them all.
+        unpack: Callable[[], dict[str, Any]] | None = self.__dict__.get(PACKED) if name[:2] != "__" else None
+        if unpack is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        self.__dict__.update(unpack())  # raises (and stays packed) if the cache was damaged
+        del self.__dict__[PACKED]
+        return object.__getattribute__(self, name)
 
     @property
     def where(self) -> str:
