@@ -57,8 +57,9 @@ def _show_help(ctx: typer.Context) -> NoReturn:
 AREA_MODULES = ("drill.quiz.commands", "drill.judge.commands", "drill.mock.commands", "drill.bench.commands")
 
 
-def build_app(areas: tuple[str, ...] = AREA_MODULES) -> typer.Typer:
-    """The `drill` app made of `areas` (module names, each with a Typer `app` of its commands)."""
+def build_app(areas: tuple[str, ...] = AREA_MODULES, only: str | None = None) -> typer.Typer:
+    """The `drill` app made of `areas` (module names, each with a Typer `app` of its commands);
+    with `only`, of that one top-level command (or group) of theirs."""
     import importlib
 
     built = typer.Typer(
@@ -70,23 +71,39 @@ def build_app(areas: tuple[str, ...] = AREA_MODULES) -> typer.Typer:
     )
     built.callback(invoke_without_command=True)(_root)
     for name in areas:
-        built.add_typer(importlib.import_module(name).app)
+        area = importlib.import_module(name).app
+        if only is not None:
+            area = _one_command(area, only)
+        built.add_typer(area)
     return built
+
+
+def _one_command(area: typer.Typer, name: str) -> typer.Typer:
+    """A Typer holding only the command or group `name` of `area`: Typer builds the Click command of
+    every registered one, signature and annotations, before it runs any."""
+    one = typer.Typer()
+    one.registered_commands = [c for c in area.registered_commands if _command_name(c) == name]
+    one.registered_groups = [g for g in area.registered_groups if g.name == name]
+    return one
+
+
+def _command_name(info: typer.models.CommandInfo) -> str:
+    return info.name or info.callback.__name__.replace("_", "-")  # type: ignore[union-attr]
 
 
 def quiz_area_commands() -> frozenset[str]:
     """The top-level names the quiz area defines (quiz, validate, stats, optimize, export)."""
-    names = {c.name or c.callback.__name__.replace("_", "-") for c in quiz_commands.app.registered_commands}
+    names = {_command_name(c) for c in quiz_commands.app.registered_commands}
     return frozenset(names | {g.name for g in quiz_commands.app.registered_groups if g.name})
 
 
 def app_for(argv: list[str]) -> typer.Typer:
-    """The app a command line needs. A quiz-area command gets an app of that area alone: Typer builds the
-    Click command of every registered command before it runs one (their signatures, annotations evaluated),
-    and the other areas' commands and imports were a third of `drill quiz`'s start-up (issue 28). Anything
-    else (`drill --help`, a mistyped command, the other areas) gets the whole app."""
+    """The app a command line needs. A quiz-area command gets an app of that command alone: Typer builds
+    the Click command of every registered command before it runs one (their signatures, annotations
+    evaluated), and the other commands and areas were a third of `drill quiz`'s start-up (issue 28).
+    Anything else (`drill --help`, a mistyped command, the other areas) gets the whole app."""
     if argv and argv[0] in quiz_area_commands():
-        return build_app(AREA_MODULES[:1])
+        return build_app(AREA_MODULES[:1], only=argv[0])
     return _full_app()
 
 

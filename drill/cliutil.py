@@ -141,6 +141,8 @@ def _plain_runtime_param(base: type) -> type:
 
     @dataclass(frozen=True)
     class PlainRuntimeParam(base):  # type: ignore[misc, valid-type]
+        """A scalar option's runtime parameter, coerced without Typer's per-call type analysis."""
+
         kind: type = str
 
         def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:

@@ -19,6 +19,8 @@ from drill.quiz.yamlread import LineDict
 
 @dataclass(frozen=True, order=True)
 class Problem:
+    """One thing wrong with a bank, at file:line (line 0: the file as a whole); sorts in file order."""
+
     file: str
     line: int
     message: str

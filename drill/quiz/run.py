@@ -31,6 +31,8 @@ FILTERED_NEW_EXTRA = 5
 
 @dataclass(frozen=True)
 class QuizOptions:
+    """`drill quiz`'s flags, as run_quiz takes them (the mock builds one of its own)."""
+
     topics: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
     difficulty: str | None = None

@@ -24,6 +24,8 @@ from drill.store import Review
 
 @dataclass(frozen=True)
 class Filters:
+    """The selection a quiz or mock was asked for (--topic, --tag, --difficulty, --kind), resolved."""
+
     topics: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
     difficulty: str | None = None

@@ -88,6 +88,8 @@ def terminal_reader(console: Console) -> LineReader:
 
 @dataclass
 class SessionResult:
+    """What one session did, for its summary (and for `drill mock`'s concept round)."""
+
     asked: int = 0
     ratings: Counter[int] = field(default_factory=Counter)
     auto_right: int = 0

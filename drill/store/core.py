@@ -55,6 +55,8 @@ def default_path() -> Path:
 
 @dataclass(frozen=True)
 class Review:
+    """One answered card as stored: the rating the scheduler used, and what led to it."""
+
     question_id: str
     reviewed_at: str
     rating: int
@@ -68,6 +70,8 @@ class Review:
 
 @dataclass(frozen=True)
 class Attempt:
+    """One graded run of an exercise as stored (`drill check`, a mock's coding round)."""
+
     exercise: str
     attempted_at: str
     status: str
