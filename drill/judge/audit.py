@@ -8,6 +8,14 @@ The audits, each in two halves:
   lines, plus advisories when something is wasteful. Advisories never fail a
   check unless `--strict` is given.
 
+gqa_memory and moe_work measure the graded calls themselves: the child's
+case runner wraps each case marked extra["measure"] in `measure_case`, in
+the grad mode and on the module and inputs the case grades, and the audit
+step reports one measurement per call ({"cases": [...]}; the parent shows
+the largest and advises on any). An audit that made a call of its own, under
+no_grad on a module it built, could be told apart (issue 30 §2). gqa_memory
+and moe_work build such a call only in-process (tests).
+
 gqa_memory — did the forward copy K/V to n_heads heads, and what did it
 allocate? A TorchDispatchMode sees every aten op of the forward. Each
 storage allocated by an op is tracked (bytes; freed when the last tensor on
@@ -33,7 +41,7 @@ multiplied by each projection's weight (so it works whether the learner
 calls self.k_proj(x) or F.linear(x, w)).
 
 moe_work — does every expert run on every token? The learner's layer routes
-a batch of tokens under the same FLOP and row counter, with every expert's
+each graded batch of tokens under the same FLOP and row counter, with every expert's
 three weights watched: the rows each expert's weights multiplied (the
 tokens it processed) and the matmul FLOPs of the whole forward, next to the
 routed minimum (each token through its top_k experts, plus the router).
@@ -342,40 +350,54 @@ def _grouped_baseline(x, wq, wk, wv, wo, h: int, h_kv: int) -> torch.Tensor:
     return o @ wo.t()
 
 
-def gqa_memory(config: dict, mod: Any, host: Any) -> dict:
-    b, t, dm, h, h_kv = (config[k] for k in ("batch", "seq", "d_model", "n_heads", "n_kv_heads"))
+GQA_PROJ = ("q_proj", "k_proj", "v_proj", "o_proj")
+
+
+def measure_gqa(sizes: dict, module: Any, x: torch.Tensor, call: Any, host: Any) -> tuple[Any, dict]:
+    """The memory measurement of one forward, `call()`, of the learner's `module` on `x`: its result and figures.
+
+    In the child this is a graded call (issue 30 §2: a measured call must be one the grader also grades, in the
+    same grad mode, on the same module and inputs, or a file behaves well only while measured). So nothing here
+    changes the grad mode: saved-for-backward tensors count in the peak, and the grouped baseline runs the same
+    way (same weights, same x) so that the two peaks compare like with like."""
+    b, t, dm = (int(n) for n in x.shape)
+    h, h_kv = int(sizes["n_heads"]), int(sizes["n_kv_heads"])
     dh = dm // h
-    gen = torch.Generator().manual_seed(0)
-    module = mod.GroupedQueryAttention(dm, h, h_kv)
-    weights = {}
-    for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
-        w = host.resolve_attr(module, f"{name}.weight", "GroupedQueryAttention")
-        with torch.no_grad():
-            w.copy_(torch.randn(w.shape, generator=gen) / math.sqrt(w.shape[1]))
-        weights[name] = w
-    x = torch.randn(b, t, dm, generator=gen)
+    weights = {n: host.resolve_attr(module, f"{n}.weight", "GroupedQueryAttention") for n in GQA_PROJ}
     sources = {_ptr(weights["k_proj"]): "WK", _ptr(weights["v_proj"]): "WV"}
-    flag = b * h * t * dh
-    with torch.no_grad():
-        kv = [(x @ weights[n].t()).view(b, t, h_kv, dh).repeat_interleave(h // h_kv, dim=2).flatten().float()
-              for n in ("k_proj", "v_proj")]
+    with torch.no_grad():  # the grader's own arithmetic: K and V at n_heads heads, to recognise copies by value
+        xf = x.detach().float()
+        kv = [(xf @ weights[n].detach().float().t()).view(b, t, h_kv, dh).repeat_interleave(h // h_kv, dim=2)
+              .flatten() for n in ("k_proj", "v_proj")]
         copies = [("K", kv[0].sort().values), ("V", kv[1].sort().values),
                   ("K", torch.cat(kv).sort().values)]  # K and V stacked in one storage
-        with StorageTracker(sources, flag, copies) as learner:
-            out = module(x)
-        del out
-        w = [weights[n].detach() for n in ("q_proj", "k_proj", "v_proj", "o_proj")]
-        with StorageTracker() as base:
-            ref = _grouped_baseline(x, *w, h, h_kv)
-        del ref
-    kv_bytes = 2 * b * h_kv * t * dh * 4
-    return {
+    with StorageTracker(sources, b * h * t * dh, copies) as learner:
+        out = call()
+    with StorageTracker() as base:
+        ref = _grouped_baseline(x, *(weights[n] for n in GQA_PROJ), h, h_kv)
+    del ref
+    return out, {
         "config": {"batch": b, "seq": t, "d_model": dm, "n_heads": h, "n_kv_heads": h_kv},
         "peak_bytes": learner.peak,
         "baseline_peak_bytes": base.peak,
-        "kv_bytes": kv_bytes,
+        "kv_bytes": 2 * b * h_kv * t * dh * x.element_size(),
         "expanded": sorted(learner.expanded.values(), key=lambda e: e["what"]),
     }
+
+
+def gqa_memory(config: dict, mod: Any, host: Any) -> dict:
+    """measure_gqa on a module built here at the audit's sizes, as a graded case builds one (tests, in-process)."""
+    b, t, dm, h, h_kv = (config[k] for k in ("batch", "seq", "d_model", "n_heads", "n_kv_heads"))
+    gen = torch.Generator().manual_seed(0)
+    module = mod.GroupedQueryAttention(dm, h, h_kv)
+    with torch.no_grad():
+        for name in GQA_PROJ:
+            w = host.resolve_attr(module, f"{name}.weight", "GroupedQueryAttention")
+            w.copy_(torch.randn(w.shape, generator=gen) / math.sqrt(w.shape[1]))
+    x = torch.randn(b, t, dm, generator=gen).requires_grad_(True)
+    out, data = measure_gqa(config, module, x, lambda: module(x), host)
+    del out
+    return data
 
 
 def matmul_flops(name: str, args: tuple, out: Any) -> int:
@@ -481,30 +503,56 @@ def mla_work(config: dict, mod: Any, host: Any) -> dict:
         "d_model", "n_heads", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")}}
 
 
-def moe_work(config: dict, mod: Any, host: Any) -> dict:
-    n, dm, dff, e, k = (config[key] for key in ("tokens", "d_model", "d_ff", "n_experts", "top_k"))
-    gen = torch.Generator().manual_seed(0)
-    module = mod.MoE(dm, dff, e, k)
+def measure_moe(sizes: dict, module: Any, x: torch.Tensor, call: Any, host: Any, mod: Any) -> tuple[Any, dict]:
+    """The routing measurement of one forward, `call()`, of the learner's MoE `module` on `x` (a graded call in the
+    child, in its grad mode, as measure_gqa): matmul FLOPs and the token rows each expert's weights multiplied."""
+    dm, dff, e, k = (int(sizes[key]) for key in ("d_model", "d_ff", "n_experts", "top_k"))
     watched = {"router": host.resolve_attr(module, "router.weight", "MoE")}
     for i in range(e):
         for part in ("w_gate", "w_up", "w_down"):
             watched[f"{i}.{part}"] = host.resolve_attr(module, f"experts.{i}.{part}.weight", "MoE")
-    with torch.no_grad():
-        for w in watched.values():
-            w.copy_(torch.randn(w.shape, generator=gen) / math.sqrt(w.shape[1]))
-    x = torch.randn(1, n, dm, generator=gen)
-    with torch.no_grad():
-        with RowCounter(watched) as counter:
-            module(x)
-    declared = hasattr(mod, "NORM_TOPK_PROB")
+    with RowCounter(watched) as counter:
+        out = call()
     value = getattr(mod, "NORM_TOPK_PROB", True)
-    return {
-        "config": {"tokens": n, "d_model": dm, "d_ff": dff, "n_experts": e, "top_k": k},
+    return out, {
+        "config": {"tokens": int(x.numel() // max(1, x.shape[-1])), "d_model": dm, "d_ff": dff, "n_experts": e,
+                   "top_k": k},
         "flops": counter.flops,
         "rows": [sum(counter.rows[f"{i}.{part}"] for part in ("w_gate", "w_up", "w_down")) for i in range(e)],
         "norm_topk_prob": value if isinstance(value, bool) else None,
-        "declared": declared,
+        "declared": hasattr(mod, "NORM_TOPK_PROB"),
     }
+
+
+def moe_work(config: dict, mod: Any, host: Any) -> dict:
+    """measure_moe on a layer built here at the audit's sizes, as a graded case builds one (tests, in-process)."""
+    n, dm, dff, e, k = (config[key] for key in ("tokens", "d_model", "d_ff", "n_experts", "top_k"))
+    gen = torch.Generator().manual_seed(0)
+    module = mod.MoE(dm, dff, e, k)
+    paths = ["router.weight", *(f"experts.{i}.{part}.weight" for i in range(e) for part in ("w_gate", "w_up", "w_down"))]
+    with torch.no_grad():
+        for path in paths:
+            w = host.resolve_attr(module, path, "MoE")
+            w.copy_(torch.randn(w.shape, generator=gen) / math.sqrt(w.shape[1]))
+    x = torch.randn(1, n, dm, generator=gen).requires_grad_(True)
+    out, data = measure_moe(config, module, x, lambda: module(x), host, mod)
+    del out
+    return data
+
+
+# The audits measured during graded calls: the child's case runner calls `measure_case` for a case marked
+# extra["measure"] and keeps what it returns; the audit step then reports those measurements (`on_cases`).
+ON_CASES = {"gqa_memory", "moe_work"}
+
+
+def measure_case(name: str, init: list, module: Any, args: list, call: Any, host: Any, mod: Any) -> tuple[Any, dict]:
+    """Measure a graded call (`call()` runs it) of a module built with `init`; returns (its result, figures)."""
+    if name == "gqa_memory":
+        return measure_gqa({"n_heads": init[1], "n_kv_heads": init[2]}, module, args[0], call, host)
+    if name == "moe_work":
+        return measure_moe(dict(zip(("d_model", "d_ff", "n_experts", "top_k"), init, strict=True)), module, args[0],
+                           call, host, mod)
+    raise KeyError(name)
 
 
 def kernel_bandwidth(config: dict, mod: Any, host: Any) -> dict:
@@ -600,7 +648,10 @@ CHILD_AUDITS = {"gqa_memory": gqa_memory, "kv_work": kv_work, "moe_work": moe_wo
 
 
 def run(config: dict, mod: Any, host: Any) -> dict:
-    """Child entry point: the named audit's measurements (JSON-safe)."""
+    """Child entry point: the named audit's measurements (JSON-safe). An audit measured during the graded calls
+    reports those, {"cases": [one measurement per call]}; the others make their own calls here."""
+    if config["name"] in ON_CASES and getattr(host, "MEASURED", None) is not None:
+        return {"cases": list(host.MEASURED.get(config["name"], []))}
     return CHILD_AUDITS[config["name"]](config, mod, host)
 
 
@@ -844,6 +895,8 @@ def measured(name: str, data: dict) -> bool:
 def judge(name: str, data: Any) -> tuple[list[str], list[str], bool]:
     """(report lines, advisories, measured) for an audit's measurements; malformed data says so instead of crashing."""
     try:
+        if name in ON_CASES and isinstance(data, dict) and "cases" in data:
+            return _judge_cases(name, data["cases"])
         lines, notes = PARENT_AUDITS[name](data)
         ok = measured(name, data)
     except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError, AttributeError) as exc:
@@ -851,3 +904,29 @@ def judge(name: str, data: Any) -> tuple[list[str], list[str], bool]:
     if not ok and name == "gqa_memory":
         lines = ["memory audit: could not measure (no allocation of the forward was seen)"]
     return lines, notes, ok
+
+
+def _size(name: str, config: dict) -> int:
+    if name == "gqa_memory":
+        return int(config["batch"]) * int(config["seq"]) * int(config["d_model"])
+    return int(config["tokens"]) * int(config["d_model"])
+
+
+def _judge_cases(name: str, cases: list) -> tuple[list[str], list[str], bool]:
+    """The measurements of every measured graded call: the largest call's lines, and the advice of the largest call
+    that drew any (a file cannot keep its waste to the calls an audit watches when every graded call is watched).
+    Every call must have measured something, or the audit could not measure."""
+    if not isinstance(cases, list) or not cases:
+        return [f"{name} audit: could not measure (no graded call was measured)"], [], False
+    judged = sorted(((_size(name, c["config"]), PARENT_AUDITS[name](c), measured(name, c)) for c in cases),
+                    key=lambda item: -item[0])
+    lines, notes = list(judged[0][1][0]), list(judged[0][1][1])
+    if not notes:
+        worst = next(((found, advice) for _, (found, advice), _ in judged if advice), None)
+        if worst is not None:
+            lines += worst[0]
+            notes = list(worst[1])
+    lines.append(f"measured during {len(cases)} graded call{'s' * (len(cases) != 1)}, the largest shown first")
+    if not all(ok for _, _, ok in judged):
+        return [*lines, f"{name} audit: could not measure one of the graded calls (no work of it was seen)"], notes, False
+    return lines, notes, True

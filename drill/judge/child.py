@@ -1155,7 +1155,13 @@ def _run_case(mod, case: dict, tensors: dict) -> dict:
 
         def call(*values):
             return rng_unchanged(lambda: plain_call(*values), target)
-    out = call(*args)
+    measure = extra.get("measure")
+    if measure and module is not None:  # an audit measures this graded call itself (issue 30 §2), not one of its own
+        out, figures = extension("audit").measure_case(measure, [value(a) for a in case["init"]], module, args,
+                                                       lambda: call(*args), HOST, mod)
+        MEASURED.setdefault(measure, []).append(figures)
+    else:
+        out = call(*args)
     if extra.get("returns") == "int_list":
         out = int_list(out, target)
     if (case.get("extra") or {}).get("tuple"):
@@ -1469,6 +1475,9 @@ def serve(job: dict) -> None:
     _leave()
 
 
+# The audits measured during graded calls (audit.ON_CASES): name -> one measurement per call, reported by the
+# job's audit step. A forked job starts with it empty.
+MEASURED: dict = {}
 LAUNCHES: list = []  # the Triton launch counter (gpu.count_launches), for the kernel-bandwidth audit
 
 

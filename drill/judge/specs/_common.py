@@ -387,6 +387,19 @@ def causal_mask(t_q: int, t_k: int | None = None) -> torch.Tensor:
     """
     t_k = t_q if t_k is None else t_k
     return torch.ones(t_q, t_k, dtype=torch.bool).tril(diagonal=t_k - t_q)
+def measured_calls(cases: list[Case], audit: str, keep: Callable[[Case], bool]) -> list[Case]:
+    """Mark the module cases `keep` picks to be measured by `audit` during their graded call; returns `cases`.
+
+    Why graded calls (issue 30 §2): an audit that makes calls of its own, under no_grad or on a module it
+    builds, can be told apart from grading (`torch.is_grad_enabled()`), and a file then grouped, tiled or
+    routed only while measured. Measuring the graded calls themselves leaves nothing to tell apart, and
+    their values are graded like any other case's."""
+    for case in cases:
+        if case.kind == "module" and keep(case):
+            case.extra = {**case.extra, "measure": audit}
+    return cases
+
+
 def twice_probes(cases: list[Case], n: int = 3) -> list[Case]:
     """Mark the first `n` plain fp32 cases as determinism probes; returns `cases` (draws nothing).
 

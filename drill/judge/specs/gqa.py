@@ -9,9 +9,11 @@ no causal mask, a mask that hides the diagonal, and the attention mistakes
 that apply to a causal self-attention (scale, softmax axis, mask handling,
 exp overflow).
 
-Memory audit (advisory): see drill/judge/audit.py; it runs the learner's
-forward on a larger config and reports whether K/V were copied to n_heads
-heads and the forward's peak allocation next to a grouped baseline's.
+Memory audit (advisory): see drill/judge/audit.py; it measures the graded
+forwards themselves (every fp32 case with groups and more than one token,
+the largest at the audit's size) and reports whether K/V were copied to
+n_heads heads and the forward's peak allocation next to a grouped
+baseline's, run the same way.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from drill.judge.specs._common import (
     TOLERANCES,
     Draw,
     causal_mask,
+    measured_calls,
     module_case,
     reference_with_grads,
     repeat_probe,
@@ -89,7 +92,7 @@ def _case(d: Draw, name: str, B: int, T: int, h: int, h_kv: int, dh: int, *, dty
 def make_cases(seed: int) -> list[Case]:
     d = Draw(seed)
     T = lambda: d.int(5, 10)  # noqa: E731 - a fresh length per case
-    return twice_probes([
+    return measured_calls(twice_probes([
         _case(d, "fp32 GQA n_heads=4, n_kv_heads=2 (group 2)", 2, T(), 4, 2, d.choice([8, 16]), grads=True),
         _case(d, "fp32 MHA n_heads=n_kv_heads=4", 2, T(), 4, 4, 8, grads=True),
         _case(d, "fp32 MQA n_heads=4, n_kv_heads=1", 2, T(), 4, 1, 8, grads=True),
@@ -100,7 +103,16 @@ def make_cases(seed: int) -> list[Case]:
         _case(d, "fp16 GQA n_heads=4, n_kv_heads=2", 2, T(), 4, 2, 16, dtype="float16"),
         _case(d, "bf16 GQA n_heads=8, n_kv_heads=2", 2, T(), 8, 2, 8, dtype="bfloat16"),
         _repeat_case(d, T()),  # drawn last: the cases above are unchanged for a seed
-    ])
+        _case(d, "fp32 GQA at the memory audit's size (B=2, T=48, n_heads=8, n_kv_heads=2)", 2, 48, 8, 2, 16,
+              grads=True),
+    ]), "gqa_memory", _grouped_fp32)
+
+
+def _grouped_fp32(case: Case) -> bool:
+    """The cases the memory audit measures: every fp32 one with real groups (at h = h_kv, K is already per head) and
+    more than one token (at T = 1 each head's output is its V row, which the by-value copy check would take for V)."""
+    return (case.ctx.get("dtype", "float32") == "float32" and case.ctx["n_heads"] > case.ctx["n_kv_heads"]
+            and case.args["x"].shape[1] > 1)
 
 
 def _repeat_case(d: Draw, t: int) -> Case:

@@ -29,8 +29,9 @@ conventions are computed up front and the declared one is kept; each test
 name ends with the convention graded. A value other than True/False fails
 as `moe_norm_topk_invalid`.
 
-The routing audit (advisory) runs the learner's layer on a larger input and
-counts the rows each expert's weights multiplied and the matmul FLOPs; see
+The routing audit (advisory) measures the graded forwards themselves (every
+fp32 output case, the largest at the audit's size, AUDIT) and counts the
+rows each expert's weights multiplied and the matmul FLOPs; see
 drill/judge/audit.py.
 """
 
@@ -46,6 +47,7 @@ from drill.judge.specs._common import (
     DTYPES,
     TOLERANCES,
     Draw,
+    measured_calls,
     module_case,
     one_thread,
     repeat_after,
@@ -170,6 +172,10 @@ def _half_router_shows(x: torch.Tensor, router: torch.Tensor, e: int, k: int) ->
     return abs(rounded - exact) >= HALF_ROUTER_EVIDENCE * allowed
 
 
+# The routing audit's sizes: a graded case of these sizes is the largest it measures (and in-process tests build one).
+AUDIT = {"name": "moe_work", "tokens": 64, "d_model": 32, "d_ff": 64, "n_experts": 8, "top_k": 2}
+
+
 def make_cases(seed: int) -> list[Case]:
     with one_thread():
         return _make_cases(Draw(seed))
@@ -193,7 +199,12 @@ def _make_cases(d: Draw) -> list[Case]:
     cases += _scenario(d, "top_k=1 of 4 experts", B=2, T=T(), e=4, k=1, dtype="bfloat16")
     cases += _scenario(d, "top_k=3 of 16 experts", B=1, T=T() + 2, e=16, k=3, dtype="bfloat16")
     cases.append(_repeat_case(d))  # drawn last: the cases above are unchanged for a seed
-    return twice_probes(cases)  # the first plain fp32 cases are also called twice: non-determinism shows
+    cases += _scenario(d, f"top_k={AUDIT['top_k']} of {AUDIT['n_experts']} experts at the routing audit's size "
+                          f"({AUDIT['tokens']} tokens)", B=2, T=AUDIT["tokens"] // 2, e=AUDIT["n_experts"],
+                       k=AUDIT["top_k"], dm=AUDIT["d_model"], dff=AUDIT["d_ff"], grads=True)
+    twice_probes(cases)  # the first plain fp32 cases are also called twice: non-determinism shows
+    # the routing audit measures every fp32 graded forward (the output's cases; aux is the same forward again)
+    return measured_calls(cases, "moe_work", lambda c: c.ctx["dtype"] == "float32" and c.ctx["pick"] == "out")
 
 
 def _repeat_case(d: Draw) -> Case:
@@ -254,5 +265,5 @@ SPEC = Spec(
         for alpha in DEEPSEEK_ALPHAS),
     report_attrs=("NORM_TOPK_PROB",),
     prepare=prepare,
-    audit={"name": "moe_work", "tokens": 64, "d_model": 32, "d_ff": 64, "n_experts": 8, "top_k": 2},
+    audit=AUDIT,
 )
