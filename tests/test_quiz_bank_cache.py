@@ -68,11 +68,11 @@ def _set_listed(index: int, value):  # type: ignore[no-untyped-def]
 
 
 AT_LOAD = {  # each rebuilt silently when the bank is loaded
-    "checksum": (lambda n, l, r: _packed(n, l, {**r, "v": r["v"][:-1]}), False),
-    "type": (lambda n, l, r: _packed("NoSuchQuestion", l, r), True),
-    "not a question": (lambda n, l, r: _packed("CommonWrong", l, r), True),
+    "checksum": (lambda n, ls, r: _packed(n, ls, {**r, "v": r["v"][:-1]}), False),
+    "type": (lambda n, ls, r: _packed("NoSuchQuestion", ls, r), True),
+    "not a question": (lambda n, ls, r: _packed("CommonWrong", ls, r), True),
     "file": (_set_listed(LISTED.index("file"), 99), True),
-    "listed short": (lambda n, l, r: _packed(n, l[:-1], r), True),
+    "listed short": (lambda n, ls, r: _packed(n, ls[:-1], r), True),
 }
 
 
@@ -88,7 +88,7 @@ def test_a_cache_that_does_not_fit_is_rebuilt_at_load(tmp_path: Path, how: str) 
 
 
 def _record(change):  # type: ignore[no-untyped-def]
-    return lambda n, l, r: _packed(n, l, change(r))
+    return lambda n, ls, r: _packed(n, ls, change(r))
 
 
 def _other_id(record: dict) -> dict:
@@ -103,7 +103,7 @@ ON_USE = {  # pass the checksum, so found when the question is read
     "list": _record(lambda r: {**r, "v": list(r["v"])}),
     "type": _record(lambda r: {**r, "": "NoSuchQuestion"}),
     "nested": _record(lambda r: {**r, "n": (0,)}),  # the id, a str, is not a dataclass
-    "not marshal": lambda n, l, r: (n, tuple(l), b"\xff not marshal"),
+    "not marshal": lambda n, ls, r: (n, tuple(ls), b"\xff not marshal"),
     "another question": _record(_other_id),
 }
 
@@ -129,7 +129,7 @@ def test_the_quiz_reports_a_damaged_cache_in_one_line(home: Path) -> None:
     assert runner.invoke(app, args, input="q\n").exit_code == 0  # builds the cache in this home
     cache = _cache(home / "cache")
     blob = marshal.loads(cache.read_bytes())
-    blob["questions"] = [(n, l, b"\xff") for n, l, _ in blob["questions"]]
+    blob["questions"] = [(n, ls, b"\xff") for n, ls, _ in blob["questions"]]
     blob["crc"] = zlib.crc32(b"".join(p for _, _, p in blob["questions"]))
     cache.write_bytes(marshal.dumps(blob))
     result = runner.invoke(app, args, input="q\n")

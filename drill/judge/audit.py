@@ -529,7 +529,8 @@ def moe_work(config: dict, mod: Any, host: Any) -> dict:
     n, dm, dff, e, k = (config[key] for key in ("tokens", "d_model", "d_ff", "n_experts", "top_k"))
     gen = torch.Generator().manual_seed(0)
     module = mod.MoE(dm, dff, e, k)
-    paths = ["router.weight", *(f"experts.{i}.{part}.weight" for i in range(e) for part in ("w_gate", "w_up", "w_down"))]
+    parts = ("w_gate", "w_up", "w_down")
+    paths = ["router.weight", *(f"experts.{i}.{part}.weight" for i in range(e) for part in parts)]
     with torch.no_grad():
         for path in paths:
             w = host.resolve_attr(module, path, "MoE")
@@ -928,5 +929,6 @@ def _judge_cases(name: str, cases: list) -> tuple[list[str], list[str], bool]:
             notes = list(worst[1])
     lines.append(f"measured during {len(cases)} graded call{'s' * (len(cases) != 1)}, the largest shown first")
     if not all(ok for _, _, ok in judged):
-        return [*lines, f"{name} audit: could not measure one of the graded calls (no work of it was seen)"], notes, False
+        lines.append(f"{name} audit: could not measure one of the graded calls (no work of it was seen)")
+        return lines, notes, False
     return lines, notes, True
