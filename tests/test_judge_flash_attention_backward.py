@@ -145,7 +145,7 @@ def test_a_row_sum_of_p_times_dp_is_counted() -> None:
 
 def _measure(**over) -> torch.Tensor:
     data = {f: 0 for f in tiling.FIELDS}
-    data.update(version=tiling.VERSION, score_storages=8, products=8, computed=8 * 256, largest_per_bh=256,
+    data.update(version=tiling.VERSION, values=1, score_storages=8, products=8, computed=8 * 256, largest_per_bh=256,
                 largest_line=12, largest_dtype=1, largest_ndim=4, shape0=1, shape1=1, shape2=16, shape3=16,
                 t_q=69, t_k=69, block_q=16, block_k=16, batch=1, heads=1, largest_kind=1, nc_products=25,
                 nc_computed=69 * 69)

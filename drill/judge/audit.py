@@ -266,7 +266,7 @@ class ScoreTracker(StorageTracker):
     P and dP (D = rowsum(P * dP)) is counted in `d_from_p`. Per storage it keeps the largest
     float score storage seen (elements per (batch, head) = ceil(numel / (B*H)),
     its shape, dtype and the learner's line), and counts the q.k products and
-    the scores they computed. `line_of` is the child's learner_line_of_stack.
+    the scores they computed, both per (batch, head). `line_of` is the child's learner_line_of_stack.
     """
 
     def __init__(self, sources: dict[int, str], batch_heads: int, line_of) -> None:
@@ -274,7 +274,7 @@ class ScoreTracker(StorageTracker):
         self.batch_heads = max(1, batch_heads)
         self.line_of = line_of
         self.score_storages = 0
-        self.products = 0
+        self._matrices = 0  # score matrices the q.k products made, over all (batch, head) pairs
         self.computed = 0  # scores computed by q.k products, per (batch, head)
         self.largest: dict = {"per_bh": 0, "numel": 0, "line": 0, "dtype": "", "shape": []}
         self._counted: set[int] = set()
@@ -299,6 +299,12 @@ class ScoreTracker(StorageTracker):
             return seen
         return frozenset()
 
+    @property
+    def products(self) -> int:
+        """q.k products per (batch, head): a batched tile (B, H, bq, bk) and a loop over the B * H heads making
+        (bq, bk) tiles count alike, so the causal checks hold at any batch and head count."""
+        return -(-self._matrices // self.batch_heads)
+
     def released(self, ptr: int) -> None:
         super().released(ptr)  # the storage is gone: a later one at this address is a new one
         self._counted.discard(ptr)
@@ -315,7 +321,7 @@ class ScoreTracker(StorageTracker):
             self._counted.add(p)
             self.score_storages += 1
             if "S" in labels and "S" not in seen:  # a fresh q.k product, not scores derived from scores
-                self.products += 1
+                self._matrices += o.numel() // max(1, o.shape[-1] * o.shape[-2]) if o.dim() >= 2 else 1
                 self.computed += -(-o.numel() // self.batch_heads)
         if per_bh > self.largest["per_bh"]:
             line, _ = self.line_of()

@@ -435,8 +435,10 @@ def judged_failure(evals: list[CaseEval], explained: Iterable[CaseEval] = ()) ->
     "N other failing tests match no known mistake").
     """
     failing = [ev for ev in evals if not ev.passed]
+    values_fail = any(ev.case.judge is None for ev in failing)
+    # A measured call's wrong answer (tiling.MEASURED_VALUES) says something only where the value tests pass.
     judged = [ev for ev in failing if ev.case.judge is not None and ev.forward is not None and not ev.forward.ok
-              and ev.forward.diagnosis is not None]
+              and ev.forward.diagnosis is not None and not (values_fail and ev.forward.reason == "measured_values")]
     if not judged:
         return None
     first = judged[0]

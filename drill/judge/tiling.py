@@ -10,14 +10,18 @@ itself (their values are graded by the ordinary cases):
   block sizes in effect are the module's BLOCK_Q / BLOCK_K at call time (the
   grader may have set them, spec.Case.module_attrs); T_q and T_k are given
   or derived from them; the call runs under `audit.ScoreTracker`, which
-  follows score provenance from the q and k it was handed (see there). The
-  measurement comes back as one int64 vector (`FIELDS`).
+  follows score provenance from the q and k it was handed (see there), in
+  the grad mode the value cases run in (issue 30 §2: under no_grad a file
+  could tell it was measured), and its answer is checked against
+  attention's on the same inputs (`values`). The measurement comes back as
+  one int64 vector (`FIELDS`).
 - parent side (`judge`): the largest float score storage against BLOCK_Q *
   BLOCK_K per (batch, head) (`flash_not_tiled`, or `flash_blocks_ignored`
   when that tensor is exactly the file's own tile size although the grader
   set others), then with causal=True the scores computed against the
   minimum of the tile grid, both in scores and in q.k products
-  (`flash_causal_tiles_not_skipped`). A run in
+  (`flash_causal_tiles_not_skipped`), and last the measured call's answer
+  (`flash_measured_values_differ`, named only when the value tests pass). A run in
   which the tracker saw no score tensor is `flash_tiling_unmeasured`: a
   failure, never a pass.
 
@@ -36,6 +40,7 @@ forged one could pass these tests, never the value tests.
 from __future__ import annotations
 
 import math
+import random
 from typing import Any
 
 import torch
@@ -47,8 +52,10 @@ DTYPES = ("", "float32", "float16", "bfloat16", "float64")
 SHAPE_DIMS = 6
 FIELDS = ("version", "score_storages", "products", "computed", "largest_per_bh", "largest_numel", "largest_line",
           "largest_dtype", "largest_ndim", *(f"shape{i}" for i in range(SHAPE_DIMS)), "t_q", "t_k", "block_q",
-          "block_k", "batch", "heads", "largest_kind", "d_from_p", "nc_products", "nc_computed")
-VERSION = 2
+          "block_k", "batch", "heads", "largest_kind", "d_from_p", "nc_products", "nc_computed", "values")
+VERSION = 3
+# values: 1 when the measured call's answer is attention's on its inputs (rows that see a key), 0 when not.
+VALUE_ATOL, VALUE_RTOL = 1e-4, 1e-3  # fp32 tiles against fp32 math: a right online softmax is ~1e-6 off
 KINDS = ("", "scores", "dP")  # largest_kind: scores, probabilities or dS (from q.k), or dP (grad_out v^T) alone
 
 
@@ -67,6 +74,50 @@ def sequence_length(spec: Any, block: int) -> int:
     if isinstance(spec, dict):
         return int(math.ceil(float(spec["per_block"]) * block))
     return int(spec)
+
+
+def drawn_cases(seed: int) -> list[tuple[str, dict[str, Any], tuple[int, int] | None]]:
+    """The tiling cases of one seed, (name, extra, grader-set blocks or None), for flash_attention and its backward.
+
+    Each scenario keeps its property (T_q = T_k, T_q < T_k, query tiles that see no key, lengths off the tile
+    grid), and its sizes are drawn per seed from the value cases' ranges, batch and heads included: with fixed
+    sizes (once B = H = 1 and T = 69 everywhere) a file could tell a measured call from a graded one by its
+    shape and tile only then (issue 30 §2). Lengths given per block scale with the file's own tiles."""
+    rng = random.Random(seed * 104729 + 3)
+
+    def off(lo: int, hi: int, *blocks: int) -> int:  # a length no tile size divides: the last tile is partial
+        while True:
+            n = rng.randint(lo, hi)
+            if all(n % b for b in blocks):
+                return n
+
+    def sizes() -> dict[str, int]:
+        b, h = rng.choice([(1, 2), (2, 1), (2, 2), (1, 3), (3, 1)])
+        return {"batch": b, "heads": h, "d": rng.choice([8, 16])}
+
+    t = off(60, 80, 16)
+    rows = [
+        ("your tiles, not causal", {"t_q": {"per_block": round(rng.uniform(2.3, 2.9), 2)},
+                                    "t_k": {"per_block": round(rng.uniform(3.0, 3.6), 2)}, "causal": False}, None),
+        ("BLOCK_Q=16, BLOCK_K=32 set by the grader, not causal",
+         {"t_q": off(60, 80, 16, 32), "t_k": off(81, 100, 16, 32), "causal": False}, (16, 32)),
+        ("BLOCK_Q=32, BLOCK_K=16, not causal", {"t_q": off(65, 85, 16, 32), "t_k": off(40, 60, 16, 32),
+                                                "causal": False}, (32, 16)),
+        ("causal T_q = T_k, BLOCK_Q=BLOCK_K=16 (tiles above the diagonal skipped?)",
+         {"t_q": t, "t_k": t, "causal": True}, (16, 16)),
+        ("causal T_q < T_k, BLOCK_Q=32, BLOCK_K=16", {"t_q": off(33, 47, 16, 32), "t_k": off(70, 85, 16, 32),
+                                                      "causal": True}, (32, 16)),
+        ("causal T_q > T_k, BLOCK_Q=BLOCK_K=16 (query tiles that see no key compute nothing)",
+         {"t_q": off(65, 80, 16), "t_k": off(20, 35, 16), "causal": True}, (16, 16)),
+        ("your tiles, causal", {"t_q": {"per_block": round(rng.uniform(3.0, 3.4), 2)},
+                                "t_k": {"per_block": round(rng.uniform(3.5, 3.9), 2)}, "causal": True}, None),
+    ]
+    out = []
+    for name, extra, blocks in rows:
+        drawn = {**sizes(), **extra}
+        lengths = "" if isinstance(drawn["t_q"], dict) else f", T_q={drawn['t_q']}, T_k={drawn['t_k']}"
+        out.append((f"tiling: {name}, B={drawn['batch']}, H={drawn['heads']}, d={drawn['d']}{lengths}", drawn, blocks))
+    return out
 
 
 # ---------------------------------------------------------------- child side
@@ -104,39 +155,83 @@ def run_case(mod: Any, case: dict, tensors: dict, host: Any) -> dict[str, torch.
     fn = getattr(mod, case["target"])
     causal = bool(extra["causal"])
     backward = bool(extra.get("backward"))
-    with torch.no_grad():
-        if backward:  # flash_attention_backward: (out, lse) of the inputs, computed before the tracker starts
-            g = torch.randn(b, h, t_q, d, generator=gen)
-            sources = {audit._ptr(q): "Q", audit._ptr(k): "K", audit._ptr(v): "V", audit._ptr(g): "G"}
-            given = {c: _forward(q, k, v, c) for c in {causal, False}}
+    # The calls run in the grad mode the graded cases run in (enabled, inputs not requiring grad): a measurement
+    # under no_grad could be told apart with torch.is_grad_enabled(), and a file tiled only then (issue 30 §2).
+    with torch.no_grad():  # the grader's own inputs for the backward: (out, lse), before the tracker starts
+        g = torch.randn(b, h, t_q, d, generator=gen) if backward else None
+        given = {c: _forward(q, k, v, c) for c in {causal, False}} if backward else {}
+    if backward:
+        sources = {audit._ptr(q): "Q", audit._ptr(k): "K", audit._ptr(v): "V", audit._ptr(g): "G"}
 
-            def call(c: bool) -> Any:
-                return fn(q, k, v, *given[c], g, c)
-        else:
-            sources = {audit._ptr(q): "Q", audit._ptr(k): "K"}
+        def call(c: bool) -> Any:
+            return fn(q, k, v, *given[c], g, c)
+    else:
+        sources = {audit._ptr(q): "Q", audit._ptr(k): "K"}
 
-            def call(c: bool) -> Any:
-                return fn(q, k, v, c)
-        tracker = audit.ScoreTracker(sources, b * h, line_of)
-        with tracker:
-            result = call(causal)
+        def call(c: bool) -> Any:
+            return fn(q, k, v, c)
+    tracker = audit.ScoreTracker(sources, b * h, line_of)
+    with tracker:
+        result = call(causal)
+    answered = _answers(result, q, k, v, g, causal)  # the measured call is graded too
+    del result
+    nc_products = nc_computed = 0
+    if backward and causal:  # the same inputs with causal=False: the products ratio's denominator
+        plain = audit.ScoreTracker(sources, b * h, line_of)
+        with plain:
+            result = call(False)
+        answered = answered and _answers(result, q, k, v, g, False)
         del result
-        nc_products = nc_computed = 0
-        if backward and causal:  # the same inputs with causal=False: the products ratio's denominator
-            plain = audit.ScoreTracker(sources, b * h, line_of)
-            with plain:
-                result = call(False)
-            del result
-            nc_products, nc_computed = plain.products, plain.computed
-        elif backward:
-            nc_products, nc_computed = tracker.products, tracker.computed
+        nc_products, nc_computed = plain.products, plain.computed
+    elif backward:
+        nc_products, nc_computed = tracker.products, tracker.computed
     big = tracker.largest
     shape = (list(big["shape"]) + [0] * SHAPE_DIMS)[:SHAPE_DIMS]
     dtype = DTYPES.index(big["dtype"]) if big["dtype"] in DTYPES else 0
     values = [VERSION, tracker.score_storages, tracker.products, tracker.computed, big["per_bh"], big["numel"],
               big["line"], dtype, len(big["shape"]), *shape, t_q, t_k, bq, bk, b, h, int(big.get("kind", 0)),
-              tracker.d_from_p, nc_products, nc_computed]
+              tracker.d_from_p, nc_products, nc_computed, int(answered)]
     return {"out": torch.tensor(values, dtype=torch.int64)}
+
+
+def _answers(result: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor | None,
+             causal: bool) -> bool:
+    """Whether a measured call returned attention's answer on its inputs: (out, lse) for the forward, (dq, dk, dv)
+    for the backward (g given), each within VALUE_ATOL/RTOL, on the query rows that see a key (the only ones the
+    contract fixes; key-side gradients whole). Anything else is False."""
+    with torch.no_grad():
+        want = _forward(q, k, v, causal) if g is None else _gradients(q, k, v, g, causal)
+        if not isinstance(result, (tuple, list)) or len(result) != len(want):
+            return False
+        t_q, t_k = q.shape[-2], k.shape[-2]
+        seen = torch.arange(t_q) + (t_k - t_q) >= 0 if causal else torch.ones(t_q, dtype=torch.bool)
+        query_side = (0, 1) if g is None else (0,)  # out and lse, or dq
+        for i, (got, ref) in enumerate(zip(result, want, strict=True)):
+            if type(got) is not torch.Tensor or tuple(got.shape) != tuple(ref.shape) or not got.dtype.is_floating_point:
+                return False
+            got, ref = got.detach().double(), ref.double()
+            if i in query_side:  # rows along dim 2 (out, dq: (B, H, T_q, d); lse: (B, H, T_q))
+                got, ref = got[:, :, seen], ref[:, :, seen]
+            if not torch.allclose(got, ref, atol=VALUE_ATOL, rtol=VALUE_RTOL):
+                return False
+    return True
+
+
+def _gradients(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor,
+               causal: bool) -> tuple[torch.Tensor, ...]:
+    """(dq, dk, dv) of attention's out for upstream g, in float64, by the closed form (autograd is the backward
+    exercise's forbidden op, trapped in this process): dV = P^T g, dS = P (g V^T - rowsum(g out)), dQ = dS K / sqrt(d),
+    dK = dS^T Q / sqrt(d)."""
+    q, k, v, g = (t.double() for t in (q, k, v, g))
+    out, lse = _forward(q, k, v, causal)
+    s = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+    if causal:
+        t_q, t_k = q.shape[-2], k.shape[-2]
+        s = s.masked_fill(torch.arange(t_k)[None, :] > torch.arange(t_q)[:, None] + (t_k - t_q), float("-inf"))
+    p = torch.exp(s - lse.masked_fill(torch.isinf(lse), 0.0)[..., None])
+    ds = p * (g @ v.transpose(-2, -1) - (g * out).sum(-1, keepdim=True))
+    scale = 1.0 / math.sqrt(q.shape[-1])
+    return ds @ k * scale, ds.transpose(-2, -1) @ q * scale, p.transpose(-2, -1) @ g
 
 
 def _forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
@@ -242,6 +337,21 @@ def _unmeasured(got: Any) -> tuple[dict[str, int] | None, str, str]:
     return data, "", ""
 
 
+# A measured call's wrong answer: named only where every value test passes (diagnose.judged_failure), since a
+# file with a value mistake gives it in the measured calls too, and the value mistake is the one to name.
+MEASURED_VALUES = "measured_values"
+
+
+def _values_failure(data: dict[str, int], diagnosis: Any) -> Any:
+    from drill.judge.compare import Comparison
+
+    return Comparison(False, MEASURED_VALUES,
+                      f"the measured call (T_q={data['t_q']}, T_k={data['t_k']}, tiles {data['block_q']}x"
+                      f"{data['block_k']}) returned another answer than attention's on its inputs (beyond atol "
+                      f"{VALUE_ATOL:g}, rtol {VALUE_RTOL:g}): the calls the grader measures are graded like the others",
+                      short="measured call's answer wrong", diagnosis=diagnosis)
+
+
 def judge(got: Any, *, causal: bool, blocks: tuple[int, int], own: tuple[int, int] | None, grader_set: bool,
           diagnoses: dict[str, Any]) -> Any:
     """A Comparison for one tiling case (see the module docstring); `own` is the file's own (BLOCK_Q, BLOCK_K)."""
@@ -267,11 +377,13 @@ def judge(got: Any, *, causal: bool, blocks: tuple[int, int], own: tuple[int, in
                         f"{data['computed']} scores in {data['products']} q.k products; skipping the tiles entirely "
                         f"above the diagonal leaves {need} ({tiles} of {total} tiles)",
                         f"{data['computed']} scores computed, {need} needed", "flash_causal_tiles_not_skipped")
+    if not data["values"]:
+        return _values_failure(data, diagnoses["flash_measured_values_differ"])
     return Comparison(True, "", "")
 
 
 # The backward's ids, by the role each plays in `judge_backward` (the spec maps them to its diagnoses).
-BACKWARD_ROLES = ("unmeasured", "full_p", "d_from_p", "blocks_ignored", "causal_tiles")
+BACKWARD_ROLES = ("unmeasured", "values", "full_p", "d_from_p", "blocks_ignored", "causal_tiles")
 
 
 def judge_backward(got: Any, *, causal: bool, blocks: tuple[int, int], own: tuple[int, int] | None,
@@ -311,6 +423,8 @@ def judge_backward(got: Any, *, causal: bool, blocks: tuple[int, int], own: tupl
                         f"{got_c / got_nc:.3f}; skipping the tiles entirely above the diagonal gives at most "
                         f"{tiles}/{total} = {tiles / total:.3f}",
                         f"causal/plain products {got_c}/{got_nc} > {tiles}/{total}", "causal_tiles")
+    if not data["values"]:
+        return _values_failure(data, diagnoses["values"])
     return Comparison(True, "", "")
 
 

@@ -400,6 +400,17 @@ def measured_calls(cases: list[Case], audit: str, keep: Callable[[Case], bool]) 
     return cases
 
 
+def interleaved(cases: list[Case], measured: list[Case], seed: int) -> list[Case]:
+    """`measured` placed among `cases` at positions drawn from `seed` (their own order kept; the draws of
+    `cases` are untouched): measurement cases always last could be recognised by counting calls."""
+    rng = random.Random(seed * 7919 + 17)
+    out = list(cases)
+    slots = sorted(rng.randint(0, len(cases)) for _ in measured)
+    for offset, (slot, case) in enumerate(zip(slots, measured, strict=True)):
+        out.insert(slot + offset, case)
+    return out
+
+
 def twice_probes(cases: list[Case], n: int = 3) -> list[Case]:
     """Mark the first `n` plain fp32 cases as determinism probes; returns `cases` (draws nothing).
 

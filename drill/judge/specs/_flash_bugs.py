@@ -98,6 +98,13 @@ FD = diagnoses(
               "computing and masking it wastes about half of the work FlashAttention saves.",
               "Stop the key loop (or skip) once k0 > (T_k - T_q) + q1 - 1; a query tile that sees no key at all "
               "computes nothing."),
+    Diagnosis("flash_measured_values_differ", "Wrong answer in a tiling test",
+              "The tiling tests are graded calls too: the grader measures the tiles of one call and checks that it "
+              "returned attention's (out, lse) on those inputs. This one returned other values while the value "
+              "tests passed: the code computes differently on some calls (a path taken only for some sizes, "
+              "tiles or call counts).",
+              "Compute every call the same way; the tiling tests use ordinary inputs and your BLOCK_Q/BLOCK_K or "
+              "the grader's."),
     Diagnosis("flash_tiling_unmeasured", "Tiling could not be measured",
               "The grader follows the scores from the q and k it passed through PyTorch's operators; during this "
               "call it saw no q.k product at all (computed on another thread, through NumPy, or by an op it "

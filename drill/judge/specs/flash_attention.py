@@ -12,8 +12,11 @@ Two kinds of case:
   row crosses several key tiles and the online softmax is exercised).
 - tiling (`drill/judge/tiling.py`): the same function under the grader's
   score tracker, failing when more than one tile of scores per (batch, head)
-  is alive, when causal tiles entirely above the diagonal are computed, or
-  when no score tensor could be seen at all.
+  is alive, when causal tiles entirely above the diagonal are computed, when
+  no score tensor could be seen at all, or when the measured call's answer
+  is wrong. Their sizes are drawn per seed (`tiling.drawn_cases`) and they sit
+  among the value cases (`interleaved`), run in the same grad mode: a
+  measured call looks like a graded one.
 
 Bug variants re-run the tiles with the block sizes the case used
 (`_flash_bugs.simulate`), so the file's own sizes are read back from it
@@ -29,7 +32,7 @@ import torch
 from drill.judge import tiling
 from drill.judge.registry import default
 from drill.judge.spec import FORBIDDEN_ATTENTION, FORBIDDEN_ATTENTION_CLASSES, Bug, Case, Spec
-from drill.judge.specs._common import TOLERANCES, Draw, call_case, repeat_after, twice_probes
+from drill.judge.specs._common import TOLERANCES, Draw, call_case, interleaved, repeat_after, twice_probes
 from drill.judge.specs._flash_bugs import FD, FLASH_VARIANTS, simulate
 
 TARGET = "flash_attention"
@@ -123,28 +126,13 @@ def make_cases(seed: int) -> list[Case]:
     probe = _value_case(d, f"repeat call: two calls, q (1,2,{tq},16), {tk} keys", (1, 2, tq, tk, 16), False,
                         blocks=(16, 16))
     cases += _pair(repeat_after(d, probe, {"causal": False}))[:1]  # one probe (on out), as every exercise has
-    return twice_probes(cases) + _tiling_cases(seed)
-
-
-# The tiling cases: (name, extra, grader-set blocks or None). Lengths given per block scale with the file's own tiles.
-TILING = (
-    ("tiling: your tiles, not causal", {"t_q": {"per_block": 2.6}, "t_k": {"per_block": 3.3}, "causal": False}, None),
-    ("tiling: BLOCK_Q=16, BLOCK_K=32 set by the grader, not causal", {"t_q": 70, "t_k": 90, "causal": False}, (16, 32)),
-    ("tiling: BLOCK_Q=32, BLOCK_K=16, B=2, H=2, not causal", {"t_q": 75, "t_k": 50, "causal": False, "batch": 2,
-                                                              "heads": 2}, (32, 16)),
-    ("tiling: causal T_q = T_k = 69, BLOCK_Q=BLOCK_K=16 (tiles above the diagonal skipped?)",
-     {"t_q": 69, "t_k": 69, "causal": True}, (16, 16)),
-    ("tiling: causal T_q=40 < T_k=77, BLOCK_Q=32, BLOCK_K=16", {"t_q": 40, "t_k": 77, "causal": True}, (32, 16)),
-    ("tiling: causal T_q=70 > T_k=30, BLOCK_Q=BLOCK_K=16 (query tiles that see no key compute nothing)",
-     {"t_q": 70, "t_k": 30, "causal": True}, (16, 16)),
-    ("tiling: your tiles, causal", {"t_q": {"per_block": 3.2}, "t_k": {"per_block": 3.7}, "causal": True}, None),
-)
+    return interleaved(twice_probes(cases), _tiling_cases(seed), seed)
 
 
 def _tiling_cases(seed: int) -> list[Case]:
     cases = []
-    for i, (name, extra, blocks) in enumerate(TILING):
-        extra = {"batch": 1, "heads": 1, "d": 16, "seed": (seed * 31 + i) % 2**31, **extra}
+    for i, (name, extra, blocks) in enumerate(tiling.drawn_cases(seed)):
+        extra = {"seed": (seed * 31 + i) % 2**31, **extra}
         case = Case(name=name, target=TARGET, kind=tiling.KIND, extra=extra, out_dtype=torch.int64,
                     module_attrs=dict(zip(tiling.BLOCK_NAMES, blocks, strict=True)) if blocks else {},
                     ctx={"dtype": "float32", "tiling": True, **({"blocks": blocks} if blocks else {})})

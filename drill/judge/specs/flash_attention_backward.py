@@ -44,7 +44,16 @@ from drill.judge.spec import (
     Spec,
 )
 from drill.judge.specs._backward import elements
-from drill.judge.specs._common import TOLERANCES, Draw, call_case, causal_mask, diagnoses, repeat_after, twice_probes
+from drill.judge.specs._common import (
+    TOLERANCES,
+    Draw,
+    call_case,
+    causal_mask,
+    diagnoses,
+    interleaved,
+    repeat_after,
+    twice_probes,
+)
 
 TARGET = "flash_attention_backward"
 OUTPUTS = (("dq", "q"), ("dk", "k"), ("dv", "v"))
@@ -122,6 +131,13 @@ FB = diagnoses(
               "tiles that some query sees.",
               "Skip the pair when k0 > (T_k - T_q) + q1 - 1 (in a key-outer loop: start at the first query tile "
               "that sees k0); a query tile that sees no key computes nothing."),
+    Diagnosis("fab_measured_values_differ", "Wrong gradients in a tiling test",
+              "The tiling tests are graded calls too: the grader measures the tiles of one call and checks that it "
+              "returned attention's (dq, dk, dv) on those inputs. This one returned other values while the value "
+              "tests passed: the code computes differently on some calls (a path taken only for some sizes, "
+              "tiles or call counts).",
+              "Compute every call the same way; the tiling tests use ordinary inputs and your BLOCK_Q/BLOCK_K or "
+              "the grader's."),
     Diagnosis("fab_tiling_unmeasured", "Tiling could not be measured",
               "The grader follows the scores from the q and k (and dP from the grad_out and v) it passed, through "
               "PyTorch's operators; during this call it saw no q.k product at all (NumPy, another thread, an op it "
@@ -139,8 +155,9 @@ FB = diagnoses(
               "failing only under --strict.",
               "D = rowsum(grad_out * out) before the loops, and dq, dk, dv from the same tile's P and dS."),
 )
-ROLES = {"unmeasured": FB["fab_tiling_unmeasured"], "full_p": FB["fab_full_p"], "d_from_p": FB["fab_d_from_p"],
-         "blocks_ignored": FB["fab_blocks_at_import"], "causal_tiles": FB["fab_causal_tiles_not_skipped"]}
+ROLES = {"unmeasured": FB["fab_tiling_unmeasured"], "values": FB["fab_measured_values_differ"],
+         "full_p": FB["fab_full_p"], "d_from_p": FB["fab_d_from_p"], "blocks_ignored": FB["fab_blocks_at_import"],
+         "causal_tiles": FB["fab_causal_tiles_not_skipped"]}
 
 
 # ---------------------------------------------------------------- the tiles, with a knob per mistake
@@ -324,7 +341,7 @@ def make_cases(seed: int) -> list[Case]:
     probe = _value_case(d, f"repeat call: two calls, q (1,2,{tq},16), {tk} keys", (1, 2, tq, tk, 16), False,
                         blocks=(16, 16))[0]
     cases.append(repeat_after(d, probe, {"causal": False, "lse": _lse_like(probe)}))  # one probe (on dq)
-    return twice_probes(cases) + _tiling_cases(seed)
+    return interleaved(twice_probes(cases), _tiling_cases(seed), seed)
 
 
 def _lse_like(case: Case) -> torch.Tensor:
@@ -332,25 +349,10 @@ def _lse_like(case: Case) -> torch.Tensor:
     return case.args["lse"] + 0.25
 
 
-# The tiling cases: (name, extra, grader-set blocks or None). Lengths given per block scale with the file's own tiles.
-TILING = (
-    ("tiling: your tiles, not causal", {"t_q": {"per_block": 2.6}, "t_k": {"per_block": 3.3}, "causal": False}, None),
-    ("tiling: BLOCK_Q=16, BLOCK_K=32 set by the grader, not causal", {"t_q": 70, "t_k": 90, "causal": False}, (16, 32)),
-    ("tiling: BLOCK_Q=32, BLOCK_K=16, B=2, H=2, not causal", {"t_q": 75, "t_k": 50, "causal": False, "batch": 2,
-                                                              "heads": 2}, (32, 16)),
-    ("tiling: causal T_q = T_k = 69, BLOCK_Q=BLOCK_K=16 (tiles above the diagonal skipped?)",
-     {"t_q": 69, "t_k": 69, "causal": True}, (16, 16)),
-    ("tiling: causal T_q=40 < T_k=77, BLOCK_Q=32, BLOCK_K=16", {"t_q": 40, "t_k": 77, "causal": True}, (32, 16)),
-    ("tiling: causal T_q=70 > T_k=30, BLOCK_Q=BLOCK_K=16 (query tiles that see no key compute nothing)",
-     {"t_q": 70, "t_k": 30, "causal": True}, (16, 16)),
-    ("tiling: your tiles, causal", {"t_q": {"per_block": 3.2}, "t_k": {"per_block": 3.7}, "causal": True}, None),
-)
-
-
 def _tiling_cases(seed: int) -> list[Case]:
     cases = []
-    for i, (name, extra, blocks) in enumerate(TILING):
-        extra = {"batch": 1, "heads": 1, "d": 16, "seed": (seed * 37 + i) % 2**31, "backward": True, **extra}
+    for i, (name, extra, blocks) in enumerate(tiling.drawn_cases(seed)):
+        extra = {"seed": (seed * 37 + i) % 2**31, "backward": True, **extra}
         case = Case(name=name, target=TARGET, kind=tiling.KIND, extra=extra, out_dtype=torch.int64,
                     module_attrs=dict(zip(tiling.BLOCK_NAMES, blocks, strict=True)) if blocks else {},
                     ctx={"dtype": "float32", "tiling": True, **({"blocks": blocks} if blocks else {})})
