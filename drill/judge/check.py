@@ -411,6 +411,8 @@ def _job(spec: Any, cases: list, path: Path) -> tuple[dict[str, Any], dict[str, 
         "report_attrs": list(spec.report_attrs),
         "cases": described,
     }
+    if spec.allowance is not None:  # a from-scratch exercise: every aten op outside its families trips
+        job["allowed"], job["allowed_what"] = list(spec.allowance.patterns()), spec.allowance.describe()
     return job, tensors
 
 

@@ -249,16 +249,28 @@ class FunctionTrap(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
+# Set while the grader's own model runs around the learner's part (--in-model): its embedding, attention and
+# initialisers are not the learner's ops; the unit cases hold the learner's code to the allowance.
+ALLOWANCE_PAUSED: list = []
+
+
 class DispatchTrap(TorchDispatchMode):
-    def __init__(self, patterns: list[str]) -> None:
+    """Trips a forbidden aten op; with an exercise's allowance (drill/judge/allowance.py: `allowed` patterns and
+    their description) also every op outside it."""
+
+    def __init__(self, patterns: list[str], allowed: list[str] | None = None, allowed_what: str = "") -> None:
         super().__init__()
         self.forbidden = matcher(patterns)
+        self.allowed = matcher(allowed) if allowed else None
+        self.allowed_what = allowed_what
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         # func is an OpOverload such as aten._scaled_dot_product_flash_attention_for_cpu.default
         name = getattr(func, "__name__", str(func)).split(".")[0]
         if self.forbidden(name):
             trip("aten." + name)
+        if self.allowed is not None and not ALLOWANCE_PAUSED and not self.allowed(name):
+            trip(f"aten.{name} (not among this exercise's ops: {self.allowed_what})")
         return func(*args, **(kwargs or {}))
 
 
@@ -532,7 +544,9 @@ def _tripping_function(name: str):
 
 
 # How a trip through a blocked path reads when the path itself says little.
-_PATH_NAMES = {"torch.autograd.variable.Variable._execution_engine": "autograd's backward engine (backward/grad)"}
+_PATH_NAMES = {"torch.autograd.variable.Variable._execution_engine": "autograd's backward engine (backward/grad)",
+               "torch.Tensor.grad_fn": "reading a tensor's grad_fn (the recorded graph's nodes are autograd)",
+               "torch.Tensor._grad_fn": "reading a tensor's grad_fn (the recorded graph's nodes are autograd)"}
 
 
 def block_paths(patterns: list[str]) -> list[str]:
@@ -604,6 +618,8 @@ def _tripwire(name: str, original):
 
     functions = (types.FunctionType, types.BuiltinFunctionType, types.MethodDescriptorType, types.MethodType,
                  types.WrapperDescriptorType)
+    if isinstance(original, (types.GetSetDescriptorType, types.MemberDescriptorType, property)):
+        return property(lambda self: trip(name))  # an attribute read (Tensor.grad_fn): trips when read
     return _tripping_function(name) if isinstance(original, functions) else _Tripwire(name)
 
 
@@ -955,6 +971,15 @@ _PLAIN_TENSOR_TYPES = (torch.Tensor, torch.nn.Parameter)
 
 
 def run_inmodel(mod, case: dict, tensors: dict) -> dict:
+    """An in-model case, the op allowance paused (ALLOWANCE_PAUSED): the decoder around the part is the grader's."""
+    ALLOWANCE_PAUSED.append(True)
+    try:
+        return _run_inmodel(mod, case, tensors)
+    finally:
+        ALLOWANCE_PAUSED.pop()
+
+
+def _run_inmodel(mod, case: dict, tensors: dict) -> dict:
     """In-model case: build the decoder from the source the parent sent (the graded part cut out), swap the
     learner's component in, return logits or greedy tokens (see drill/judge/inmodel.py and decoder.py)."""
     extra = case["extra"]
@@ -1381,7 +1406,8 @@ def serve(job: dict) -> None:
     trap_classes(job.get("forbidden_classes", []))
     patterns = job.get("forbidden", [])
     blocked, leaks = block_kernels(patterns)
-    dispatch_trap = needs_dispatch_trap(leaks)
+    allowed = job.get("allowed") or None  # the exercise's op allowance: every other aten op trips
+    dispatch_trap = needs_dispatch_trap(leaks) or allowed is not None
     block_functions(patterns)
     block_higher_order_ops(patterns)
     block_paths(patterns)  # Python objects, not aten ops: not counted in kernels_blocked
@@ -1398,7 +1424,8 @@ def serve(job: dict) -> None:
         verify calls: 100 us a call under it, 44 us without, measured), so it is left off then, as the DispatchTrap
         is where no kernel leaks."""
         function = FunctionTrap(patterns) if patterns else nullcontext()
-        return function, (DispatchTrap(patterns) if dispatch_trap else nullcontext())
+        trap = DispatchTrap(patterns, allowed, job.get("allowed_what", "")) if dispatch_trap else nullcontext()
+        return function, trap
 
     def guarded(action):
         """Run action with the traps on; return (value, failure record or None)."""

@@ -182,6 +182,8 @@ class Spec:
     exception_bugs: Sequence[tuple[str, Diagnosis]] = ()
     forbidden: tuple[str, ...] = ()
     forbidden_classes: tuple[str, ...] = ()
+    # The aten ops a from-scratch exercise may use (drill/judge/allowance.py); None: only `forbidden` is trapped.
+    allowance: Any = None
     advise: Callable[[list[Case], list[Any]], list[str]] | None = None
     # Module-level names the child reports back (JSON scalars), e.g. rope's CONVENTION;
     # `prepare(cases, attrs)` may then adjust expectations, or return (Diagnosis, detail) to fail.
@@ -264,6 +266,9 @@ FORBIDDEN_AUTOGRAD = (
     "torch.func.grad", "torch.func.grad_and_value", "torch.func.vjp", "torch.func.jvp", "torch.func.jacrev",
     "torch.func.jacfwd", "torch.func.hessian", "torch.func.linearize",
     "torch.autograd.variable.Variable._execution_engine", "_make_dual", "_unpack_dual",
+    # the recorded graph itself: calling y.grad_fn(...) and its next_functions is backpropagation by hand-picked
+    # nodes (issue 30 §3); reading the attribute trips
+    "torch.Tensor.grad_fn", "torch.Tensor._grad_fn",
 )
 # layernorm_backward: autograd in every form, layernorm's set, and the aten backward kernel itself
 # (torch.ops.aten.native_layer_norm_backward is callable from Python).

@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from drill.judge.allowance import Allowance
 from drill.judge.registry import default
 from drill.judge.spec import (
     FORBIDDEN_LAYER_NORM_BACKWARD,
@@ -215,6 +216,7 @@ BUGS = (
 
 SPEC = Spec(
     name="layernorm_backward",
+    allowance=Allowance(graded_backward=False),  # from scratch: the op families alone (issue 30 §3)
     graded=(TARGET,),
     make_cases=make_cases,
     reference=reference,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 
+from drill.judge.allowance import Allowance
 from drill.judge.registry import default
 from drill.judge.spec import FORBIDDEN_NORM, FORBIDDEN_NORM_CLASSES, Bug, Case, Diagnosis, Spec
 from drill.judge.specs._common import DTYPES, TOLERANCES, Draw, diagnoses, module_case, reference_with_grads
@@ -157,6 +158,7 @@ BUGS = (
 
 SPEC = Spec(
     name="rmsnorm",
+    allowance=Allowance(),  # from scratch: the op families alone (issue 30 §3)
     graded=(TARGET,),
     make_cases=make_cases,
     reference=reference,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import torch
 
+from drill.judge.allowance import Allowance
 from drill.judge.registry import default
 from drill.judge.spec import FORBIDDEN_AUTOGRAD, FORBIDDEN_NORM, FORBIDDEN_NORM_CLASSES, Bug, Case, Diagnosis, Spec
 from drill.judge.specs._backward import elements, half_only
@@ -186,6 +187,7 @@ BUGS = (
 
 SPEC = Spec(
     name="rmsnorm_backward",
+    allowance=Allowance(graded_backward=False),  # from scratch: the op families alone (issue 30 §3)
     graded=(TARGET,),
     make_cases=make_cases,
     reference=reference,
