@@ -294,10 +294,24 @@ class ScoreTracker(StorageTracker):
             if scores:
                 return frozenset()
             return frozenset({"S"}) if qk else (frozenset({"D"}) if gv else frozenset())
-        if getattr(func, "is_view", False) or name in MOVEMENT or name in SCATTERS or torch.Tag.pointwise in getattr(
-                func, "tags", ()):
+        pointwise = torch.Tag.pointwise in getattr(func, "tags", ())
+        if pointwise and scores and not getattr(func, "is_view", False) and self._widens_scores():
+            # scores broadcast against another tensor into something larger: an outer product, which is how
+            # einsum contracts a dimension of size 1 (p @ v over a one-key tile comes out as p * v): no longer scores
+            return seen - SCORE_LABELS
+        if getattr(func, "is_view", False) or name in MOVEMENT or name in SCATTERS or pointwise:
             return seen
         return frozenset()
+
+    def observe(self, func: Any, inputs: list[torch.Tensor], outputs: list[torch.Tensor]) -> None:
+        self._io = (inputs, outputs)  # for `made`, which sees only the inputs' labels
+        super().observe(func, inputs, outputs)
+
+    def _widens_scores(self) -> bool:
+        """Whether the op being observed makes an output larger than each of its score-labelled inputs."""
+        inputs, outputs = self._io
+        biggest = max((t.numel() for t in inputs if self._label(t) & SCORE_LABELS), default=0)
+        return any(o.numel() > biggest for o in outputs)
 
     @property
     def products(self) -> int:
