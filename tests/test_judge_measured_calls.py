@@ -3,8 +3,9 @@
 The memory (gqa) and routing (moe) audits used to make a call of their own, under no_grad on a module
 they built, and a file that checked `torch.is_grad_enabled()` grouped K/V or routed its tokens only
 then: it passed `--strict` while every graded call did the wasteful thing. They now measure the graded
-calls. flash_attention's tiling cases ran under no_grad, at fixed sizes (B = H = 1), after every value
-case: a file could tile only when autograd was off, only at those sizes, or only after so many calls.
+calls; the kv_cache and mla decode audits still make their own, now with autograd on.
+flash_attention's tiling cases ran under no_grad, at fixed sizes (B = H = 1), after every value case:
+a file could tile only when autograd was off, only at those sizes, or only after so many calls.
 They now run in the value cases' grad mode, at drawn sizes, among the value cases, and their answers
 are graded. Each fixture in tests/fixtures/measured/ is one of those files: it passed before, and fails
 now with the name its waste deserves (the audit ones under --strict; their values are right).
@@ -24,21 +25,23 @@ from drill.judge.specs import gqa, moe
 
 MEASURED = Path(__file__).parent / "fixtures" / "measured"
 
-# fixture -> (exercise, a phrase of the advice)
+# fixture -> (exercise, a phrase of the advice, a phrase of the audit's lines)
 SWITCHERS = {
-    "gqa__grouped_only_without_grad": ("gqa", "K/V copied to all 8 query heads"),
-    "moe__routed_only_without_grad": ("moe", "every expert runs on every token"),
+    "gqa__grouped_only_without_grad": ("gqa", "K/V copied to all 8 query heads", "graded calls"),
+    "moe__routed_only_without_grad": ("moe", "every expert runs on every token", "graded calls"),
+    # the decode audit still makes its own calls, now with autograd on as the graded chained calls
+    "kv_cache__reprojects_only_with_grad": ("kv_cache", "past tokens are re-projected", "decode step"),
 }
 
 
 @pytest.mark.parametrize("stem", SWITCHERS)
 def test_a_file_that_behaves_only_when_autograd_is_off_fails_strict(stem: str, fork_server) -> None:
-    exercise, advice = SWITCHERS[stem]
+    exercise, advice, line = SWITCHERS[stem]
     path = MEASURED / f"{stem}.py"
     strict = check_file(path, exercise, 3, Limits(), pool=fork_server, strict=True)
     assert strict.status == "fail" and "--strict" in strict.diagnosis_detail, strict.diagnosis_detail
     assert any(advice in a for a in strict.advisories), strict.advisories
-    assert any("graded calls" in line for line in strict.audit), strict.audit
+    assert any(line in text for text in strict.audit), strict.audit
     plain = check_file(path, exercise, 3, Limits(), pool=fork_server)
     assert plain.status == "pass", (plain.diagnosis, plain.diagnosis_detail)
 

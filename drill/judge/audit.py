@@ -481,17 +481,18 @@ def kv_work(config: dict, mod: Any, host: Any) -> dict:
     x = torch.randn(1, lengths[-1] + 1, dm, generator=gen)
     unpack = host.extension("chain").unpack
     flops, rows = [], {n: [] for n in ("q_proj", "k_proj", "v_proj")}
-    with torch.no_grad():
-        _, cache = unpack(module(x[:, :prompt]), 0, "CachedSelfAttention")
-        for pos in range(prompt, lengths[-1] + 1):
-            if pos in lengths:
-                with RowCounter({n: weights[n] for n in rows}) as counter:
-                    _, cache = unpack(module(x[:, pos : pos + 1], past_kv=cache), pos, "CachedSelfAttention")
-                flops.append(counter.flops)
-                for n in rows:
-                    rows[n].append(counter.rows[n])
-            else:
+    # The decode steps run with autograd on, as the graded chained calls do: under no_grad a file could tell
+    # it was being measured (torch.is_grad_enabled()) and re-project only then (issue 30 §2).
+    _, cache = unpack(module(x[:, :prompt]), 0, "CachedSelfAttention")
+    for pos in range(prompt, lengths[-1] + 1):
+        if pos in lengths:
+            with RowCounter({n: weights[n] for n in rows}) as counter:
                 _, cache = unpack(module(x[:, pos : pos + 1], past_kv=cache), pos, "CachedSelfAttention")
+            flops.append(counter.flops)
+            for n in rows:
+                rows[n].append(counter.rows[n])
+        else:
+            _, cache = unpack(module(x[:, pos : pos + 1], past_kv=cache), pos, "CachedSelfAttention")
     return {"lengths": lengths, "flops": flops, "rows": rows, "t_new": 1, "batch": 1}
 
 
@@ -509,16 +510,15 @@ def mla_work(config: dict, mod: Any, host: Any) -> dict:
     x = torch.randn(1, lengths[-1] + 1, dm, generator=gen)
     unpack = host.extension("chain").unpack
     flops, rows = [], []
-    with torch.no_grad():
-        _, cache = unpack(module(x[:, :prompt]), 0, "MLA")
-        for pos in range(prompt, lengths[-1] + 1):
-            if pos in lengths:
-                with RowCounter({"kv_b_proj": weights["kv_b_proj"]}) as counter:
-                    _, cache = unpack(module(x[:, pos : pos + 1], past=cache), pos, "MLA")
-                flops.append(counter.flops)
-                rows.append(counter.rows["kv_b_proj"])
-            else:
+    _, cache = unpack(module(x[:, :prompt]), 0, "MLA")  # with autograd on, as kv_work (issue 30 §2)
+    for pos in range(prompt, lengths[-1] + 1):
+        if pos in lengths:
+            with RowCounter({"kv_b_proj": weights["kv_b_proj"]}) as counter:
                 _, cache = unpack(module(x[:, pos : pos + 1], past=cache), pos, "MLA")
+            flops.append(counter.flops)
+            rows.append(counter.rows["kv_b_proj"])
+        else:
+            _, cache = unpack(module(x[:, pos : pos + 1], past=cache), pos, "MLA")
     return {"lengths": lengths, "flops": flops, "rows": rows, "config": {k: config[k] for k in (
         "d_model", "n_heads", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")}}
 
