@@ -523,15 +523,20 @@ def mla_work(config: dict, mod: Any, host: Any) -> dict:
         "d_model", "n_heads", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")}}
 
 
+def _moe_weights(module: Any, n_experts: int, host: Any) -> dict[str, torch.Tensor]:
+    """The router's weight and each expert's three, by the names the routing audit counts rows under."""
+    watched = {"router": host.resolve_attr(module, "router.weight", "MoE")}
+    for i in range(n_experts):
+        for part in ("w_gate", "w_up", "w_down"):
+            watched[f"{i}.{part}"] = host.resolve_attr(module, f"experts.{i}.{part}.weight", "MoE")
+    return watched
+
+
 def measure_moe(sizes: dict, module: Any, x: torch.Tensor, call: Any, host: Any, mod: Any) -> tuple[Any, dict]:
     """The routing measurement of one forward, `call()`, of the learner's MoE `module` on `x` (a graded call in the
     child, in its grad mode, as measure_gqa): matmul FLOPs and the token rows each expert's weights multiplied."""
     dm, dff, e, k = (int(sizes[key]) for key in ("d_model", "d_ff", "n_experts", "top_k"))
-    watched = {"router": host.resolve_attr(module, "router.weight", "MoE")}
-    for i in range(e):
-        for part in ("w_gate", "w_up", "w_down"):
-            watched[f"{i}.{part}"] = host.resolve_attr(module, f"experts.{i}.{part}.weight", "MoE")
-    with RowCounter(watched) as counter:
+    with RowCounter(_moe_weights(module, e, host)) as counter:
         out = call()
     value = getattr(mod, "NORM_TOPK_PROB", True)
     return out, {
@@ -549,11 +554,8 @@ def moe_work(config: dict, mod: Any, host: Any) -> dict:
     n, dm, dff, e, k = (config[key] for key in ("tokens", "d_model", "d_ff", "n_experts", "top_k"))
     gen = torch.Generator().manual_seed(0)
     module = mod.MoE(dm, dff, e, k)
-    parts = ("w_gate", "w_up", "w_down")
-    paths = ["router.weight", *(f"experts.{i}.{part}.weight" for i in range(e) for part in parts)]
     with torch.no_grad():
-        for path in paths:
-            w = host.resolve_attr(module, path, "MoE")
+        for w in _moe_weights(module, e, host).values():
             w.copy_(torch.randn(w.shape, generator=gen) / math.sqrt(w.shape[1]))
     x = torch.randn(1, n, dm, generator=gen).requires_grad_(True)
     out, data = measure_moe(config, module, x, lambda: module(x), host, mod)

@@ -4,7 +4,7 @@ The point of FlashAttention is that the T_q x T_k score matrix never exists:
 only a tile of BLOCK_Q x BLOCK_K scores per (batch, head) is alive at a
 time, and with causal attention the tiles entirely above the diagonal are
 never computed. A "tiling" case checks both, on inputs the child draws
-itself (their values are graded by the ordinary cases):
+itself, and grades the measured call's answer as well:
 
 - child side (`run_case`, loaded by path like chain.py, torch only): the
   block sizes in effect are the module's BLOCK_Q / BLOCK_K at call time (the
@@ -223,27 +223,28 @@ def _gradients(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tenso
     exercise's forbidden op, trapped in this process): dV = P^T g, dS = P (g V^T - rowsum(g out)), dQ = dS K / sqrt(d),
     dK = dS^T Q / sqrt(d)."""
     q, k, v, g = (t.double() for t in (q, k, v, g))
-    out, lse = _forward(q, k, v, causal)
-    s = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
-    if causal:
-        t_q, t_k = q.shape[-2], k.shape[-2]
-        s = s.masked_fill(torch.arange(t_k)[None, :] > torch.arange(t_q)[:, None] + (t_k - t_q), float("-inf"))
-    p = torch.exp(s - lse.masked_fill(torch.isinf(lse), 0.0)[..., None])
-    ds = p * (g @ v.transpose(-2, -1) - (g * out).sum(-1, keepdim=True))
+    p, _ = _probabilities(q, k, causal)
+    ds = p * (g @ v.transpose(-2, -1) - (g * (p @ v)).sum(-1, keepdim=True))
     scale = 1.0 / math.sqrt(q.shape[-1])
     return ds @ k * scale, ds.transpose(-2, -1) @ q * scale, p.transpose(-2, -1) @ g
 
 
 def _forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """(out, lse) of attention, bottom-right causal; a row that sees no key gets 0 and -inf (the backward's input)."""
+    p, lse = _probabilities(q, k, causal)
+    return p @ v, lse
+
+
+def _probabilities(q: torch.Tensor, k: torch.Tensor, causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """(P, lse): softmax probabilities over the keys (bottom-right causal) and their log-normaliser; a row that
+    sees no key has P = 0 and lse = -inf."""
     t_q, t_k = q.shape[-2], k.shape[-2]
     s = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
     if causal:
         future = torch.arange(t_k)[None, :] > torch.arange(t_q)[:, None] + (t_k - t_q)
         s = s.masked_fill(future, float("-inf"))
     lse = torch.logsumexp(s, dim=-1)
-    p = torch.exp(s - lse.masked_fill(torch.isinf(lse), 0.0)[..., None])
-    return p @ v, lse
+    return torch.exp(s - lse.masked_fill(torch.isinf(lse), 0.0)[..., None]), lse
 
 
 # --------------------------------------------------------------- parent side

@@ -23,6 +23,7 @@ import os
 import sys
 import zlib
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
 from pathlib import Path
@@ -311,7 +312,7 @@ def _read_cache(cache_file: Path, key: tuple[Any, ...], files: list[Path]) -> Ba
         if not isinstance(blob, dict) or blob.get("key") != key:
             return None
         entries = blob["questions"]
-        if zlib.crc32(b"".join(packed for _, _, packed in entries)) != blob["crc"]:
+        if _checksum(packed for _, _, packed in entries) != blob["crc"]:
             return None
         shown = _shown(files)
         types = _types()
@@ -329,6 +330,14 @@ def _read_cache(cache_file: Path, key: tuple[Any, ...], files: list[Path]) -> Ba
         return Bank(tuple(questions), tuple(shown))
     except Exception:  # noqa: BLE001 - missing, truncated, corrupt, foreign: rebuild silently
         return None
+
+
+def _checksum(blobs: Iterable[bytes]) -> int:
+    """CRC32 of the packed records in order, as of their concatenation (without building it)."""
+    crc = 0
+    for blob in blobs:
+        crc = zlib.crc32(blob, crc)
+    return crc
 
 
 def _unpack(packed: bytes, listed: tuple[Any, ...], types: dict[str, type], shown: list[str],
@@ -359,7 +368,7 @@ def _write_cache(cache_file: Path, key: tuple[Any, ...], files: list[Path], bank
                     marshal.dumps(_encode(q, types, index))) for q in bank.questions]
         if _cache_key(files) != key:  # a file changed while we were checking it
             return
-        crc = zlib.crc32(b"".join(packed for _, _, packed in entries))
+        crc = _checksum(packed for _, _, packed in entries)
         blob = marshal.dumps({"key": key, "crc": crc, "questions": entries})
         cache_file.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_bytes(blob)

@@ -387,6 +387,8 @@ def causal_mask(t_q: int, t_k: int | None = None) -> torch.Tensor:
     """
     t_k = t_q if t_k is None else t_k
     return torch.ones(t_q, t_k, dtype=torch.bool).tril(diagonal=t_k - t_q)
+
+
 def measured_calls(cases: list[Case], audit: str, keep: Callable[[Case], bool]) -> list[Case]:
     """Mark the module cases `keep` picks to be measured by `audit` during their graded call; returns `cases`.
 
